@@ -1,0 +1,308 @@
+//! `codex app-server` as one object: version check, spawn, handshake, typed calls, shutdown.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use codex_relay_protocol::v2::{
+    self, ClientInfo, ClientRequest, InitializeCapabilities, InitializeParams, InitializeResponse,
+};
+
+use crate::error::{ExitInfo, PeerError, StartError};
+use crate::peer::{Peer, PeerConfig, Subscription};
+use crate::process::{CodexProcess, SpawnSpec};
+use crate::version::{CodexVersion, Compatibility, MIN_SUPPORTED, NEWEST_TESTED, OLDEST_TESTED};
+
+/// How to start `codex app-server`.
+#[derive(Debug, Clone)]
+pub struct AppServerConfig {
+    /// The `codex` executable (the npm wrapper or the native binary).
+    pub binary: PathBuf,
+    /// `CODEX_HOME` for the child; `None` inherits ours.
+    pub codex_home: Option<PathBuf>,
+    pub cwd: Option<PathBuf>,
+    /// Extra environment; `None` removes a variable.
+    pub env: Vec<(OsString, Option<OsString>)>,
+    /// `-c key=value` overrides passed on the command line.
+    pub config_overrides: Vec<String>,
+    /// Time allowed for spawn + initialize.
+    pub startup_timeout: Duration,
+    pub peer: PeerConfig,
+    pub client_name: String,
+    pub client_version: String,
+    pub stderr_tail_lines: usize,
+    pub stderr_tail_bytes: usize,
+}
+
+impl AppServerConfig {
+    pub fn new(binary: impl Into<PathBuf>) -> Self {
+        Self {
+            binary: binary.into(),
+            codex_home: None,
+            cwd: None,
+            env: Vec::new(),
+            config_overrides: Vec::new(),
+            startup_timeout: Duration::from_secs(10),
+            peer: PeerConfig::default(),
+            client_name: "codex-relay".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            stderr_tail_lines: 200,
+            stderr_tail_bytes: 64 * 1024,
+        }
+    }
+
+    pub fn codex_home(mut self, home: impl Into<PathBuf>) -> Self {
+        self.codex_home = Some(home.into());
+        self
+    }
+
+    pub fn config_override(mut self, key_value: impl Into<String>) -> Self {
+        self.config_overrides.push(key_value.into());
+        self
+    }
+}
+
+/// Runs `BINARY --version` and reads the version from it.
+pub async fn probe_version(
+    binary: &std::path::Path,
+    timeout: Duration,
+) -> Result<CodexVersion, StartError> {
+    let name = binary.display().to_string();
+    let run = tokio::process::Command::new(binary)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = match tokio::time::timeout(timeout, run).await {
+        Err(_) => {
+            return Err(StartError::VersionProbe {
+                binary: name,
+                detail: format!("no answer within {timeout:?}"),
+            });
+        }
+        Ok(Err(source)) => {
+            return Err(StartError::Spawn {
+                binary: name,
+                source,
+            });
+        }
+        Ok(Ok(out)) => out,
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    CodexVersion::find_in(&text).ok_or_else(|| StartError::VersionProbe {
+        binary: name,
+        detail: format!(
+            "no version in its output ({}): {}{}",
+            out.status,
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    })
+}
+
+/// A running, initialized `codex app-server`.
+pub struct AppServer {
+    peer: Peer,
+    process: Arc<CodexProcess>,
+    version: CodexVersion,
+    init: InitializeResponse,
+}
+
+impl AppServer {
+    /// Checks the version, spawns the server in its own process group and does the handshake.
+    /// Versions without app-server v2 are refused; untested ones start with a warning.
+    pub async fn start(config: AppServerConfig) -> Result<Self, StartError> {
+        let deadline = tokio::time::Instant::now() + config.startup_timeout;
+        let cli_version = probe_version(&config.binary, config.startup_timeout).await?;
+        match cli_version.compatibility() {
+            Compatibility::Unsupported => {
+                return Err(StartError::Unsupported {
+                    found: cli_version.to_string(),
+                    min_supported: MIN_SUPPORTED.to_string(),
+                    tested: format!("{OLDEST_TESTED} to {NEWEST_TESTED}"),
+                });
+            }
+            Compatibility::Untested => {
+                tracing::warn!("{}", Compatibility::Untested.describe(&cli_version));
+            }
+            Compatibility::Tested => {}
+        }
+
+        let mut args: Vec<OsString> = Vec::new();
+        for kv in &config.config_overrides {
+            args.push("-c".into());
+            args.push(kv.into());
+        }
+        args.push("app-server".into());
+        let spec = SpawnSpec {
+            binary: config.binary.clone(),
+            args,
+            codex_home: config.codex_home.clone(),
+            cwd: config.cwd.clone(),
+            env: config.env.clone(),
+            stderr_tail_lines: config.stderr_tail_lines,
+            stderr_tail_bytes: config.stderr_tail_bytes,
+        };
+        let (process, stdio) = CodexProcess::spawn(&spec)?;
+        let process = Arc::new(process);
+        let peer = Peer::spawn(
+            stdio.stdout,
+            stdio.stdin,
+            config.peer.clone(),
+            Some(Box::pin(process.exit_error())),
+        );
+
+        let params = InitializeParams {
+            client_info: ClientInfo {
+                name: config.client_name.clone(),
+                title: Some("codex-relay".into()),
+                version: config.client_version.clone(),
+            },
+            capabilities: Some(InitializeCapabilities {
+                experimental_api: true,
+            }),
+        };
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let init = match peer
+            .request(v2::Initialize::METHOD, &params, Some(remaining))
+            .await
+        {
+            Ok(v) => serde_json::from_value::<InitializeResponse>(v).map_err(|e| {
+                StartError::Handshake(PeerError::Decode {
+                    method: "initialize".into(),
+                    detail: e.to_string(),
+                })
+            })?,
+            Err(PeerError::Timeout { .. }) => {
+                process.shutdown(Duration::from_millis(200)).await;
+                return Err(StartError::HandshakeTimeout {
+                    after: config.startup_timeout,
+                    stderr_tail: process.stderr_tail().text(),
+                });
+            }
+            Err(e) => {
+                process.shutdown(Duration::from_millis(200)).await;
+                return Err(StartError::Handshake(e));
+            }
+        };
+        peer.notify::<()>("initialized", None)
+            .map_err(StartError::Handshake)?;
+
+        let version = match CodexVersion::find_in(&init.user_agent) {
+            Some(v) if v != cli_version => {
+                tracing::warn!(cli = %cli_version, user_agent = %init.user_agent, "codex --version and the initialize userAgent disagree; trusting the server");
+                v
+            }
+            Some(v) => v,
+            None => cli_version,
+        };
+        tracing::info!(%version, pid = process.pid(), "codex app-server started");
+        Ok(Self {
+            peer,
+            process,
+            version,
+            init,
+        })
+    }
+
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    pub fn version(&self) -> &CodexVersion {
+        &self.version
+    }
+
+    pub fn initialize_response(&self) -> &InitializeResponse {
+        &self.init
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    pub fn process(&self) -> &Arc<CodexProcess> {
+        &self.process
+    }
+
+    /// Sends a typed request.
+    pub async fn call<R: ClientRequest>(
+        &self,
+        params: &R::Params,
+    ) -> Result<R::Response, PeerError> {
+        self.peer.call::<R>(params).await
+    }
+
+    /// See [`Peer::subscribe_thread`].
+    pub fn subscribe_thread(&self, thread_id: &str) -> Subscription {
+        self.peer.subscribe_thread(thread_id)
+    }
+
+    pub async fn thread_start(
+        &self,
+        params: &v2::ThreadStartParams,
+    ) -> Result<v2::ThreadStartResponse, PeerError> {
+        let mut params = params.clone();
+        if let Some(p) = params.approval_policy {
+            let (policy, note) = self.version.approval_policy(p);
+            if let Some(note) = note {
+                tracing::warn!("{note}");
+            }
+            params.approval_policy = Some(policy);
+        }
+        self.call::<v2::ThreadStart>(&params).await
+    }
+
+    pub async fn turn_start(
+        &self,
+        params: &v2::TurnStartParams,
+    ) -> Result<v2::TurnStartResponse, PeerError> {
+        let mut params = params.clone();
+        if let Some(p) = params.approval_policy {
+            params.approval_policy = Some(self.version.approval_policy(p).0);
+        }
+        self.call::<v2::TurnStart>(&params).await
+    }
+
+    pub async fn turn_interrupt(&self, thread_id: &str, turn_id: &str) -> Result<(), PeerError> {
+        let params = v2::TurnInterruptParams {
+            thread_id: thread_id.into(),
+            turn_id: turn_id.into(),
+        };
+        self.call::<v2::TurnInterrupt>(&params).await.map(|_| ())
+    }
+
+    /// Steers the running turn; `Unsupported` on a Codex without `turn/steer`.
+    pub async fn turn_steer(
+        &self,
+        params: &v2::TurnSteerParams,
+    ) -> Result<v2::TurnSteerResponse, PeerError> {
+        if !self.version.has_turn_steer() {
+            return Err(PeerError::Unsupported {
+                method: v2::TurnSteer::METHOD.into(),
+                detail: format!("Codex {} has no turn/steer", self.version),
+            });
+        }
+        self.call::<v2::TurnSteer>(params).await
+    }
+
+    /// How the process ended, if it has.
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        self.process.exit_info()
+    }
+
+    /// Closes stdin, gives Codex `grace` to exit, then kills the whole process group. Pending
+    /// calls fail with [`PeerError::Shutdown`].
+    pub async fn shutdown(&self, grace: Duration) -> ExitInfo {
+        self.peer.close(PeerError::Shutdown);
+        self.process.shutdown(grace).await
+    }
+}
+
+impl Drop for AppServer {
+    fn drop(&mut self) {
+        self.peer.close(PeerError::Shutdown);
+        self.process.signal_group(libc::SIGKILL);
+    }
+}

@@ -1,0 +1,228 @@
+//! Thread items: what a turn is made of (messages, commands, file changes, tool calls, ...).
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// Status shared by command, file-change and tool-call items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ItemStatus {
+    InProgress,
+    Completed,
+    Failed,
+    Declined,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentMessageItem {
+    pub id: String,
+    #[serde(default)]
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserMessageItem {
+    pub id: String,
+    #[serde(default)]
+    pub content: Vec<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningItem {
+    pub id: String,
+    #[serde(default)]
+    pub summary: Vec<String>,
+    #[serde(default)]
+    pub content: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandExecutionItem {
+    pub id: String,
+    #[serde(default)]
+    pub command: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    pub status: ItemStatus,
+    #[serde(default)]
+    pub exit_code: Option<i64>,
+    #[serde(default)]
+    pub aggregated_output: Option<String>,
+    #[serde(default)]
+    pub duration_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileUpdateChange {
+    pub path: String,
+    /// `{type: add|delete|update, move_path?}`.
+    pub kind: Value,
+    #[serde(default)]
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileChangeItem {
+    pub id: String,
+    #[serde(default)]
+    pub changes: Vec<FileUpdateChange>,
+    pub status: ItemStatus,
+}
+
+/// A call of a caller-defined (dynamic) tool. Listed as an item from 0.169.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DynamicToolCallItem {
+    pub id: String,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Value,
+    pub status: ItemStatus,
+    #[serde(default)]
+    pub success: Option<bool>,
+    #[serde(default)]
+    pub content_items: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolCallItem {
+    pub id: String,
+    pub server: String,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Value,
+    pub status: ItemStatus,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// One item of a turn. Kinds this crate does not model, and known kinds whose shape it cannot
+/// read, are kept whole in [`ThreadItem::Other`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ThreadItem {
+    UserMessage(UserMessageItem),
+    AgentMessage(AgentMessageItem),
+    Reasoning(ReasoningItem),
+    CommandExecution(CommandExecutionItem),
+    FileChange(FileChangeItem),
+    DynamicToolCall(DynamicToolCallItem),
+    McpToolCall(McpToolCallItem),
+    Other(Value),
+}
+
+impl ThreadItem {
+    /// The item's `type` as Codex names it.
+    pub fn kind(&self) -> &str {
+        match self {
+            ThreadItem::UserMessage(_) => "userMessage",
+            ThreadItem::AgentMessage(_) => "agentMessage",
+            ThreadItem::Reasoning(_) => "reasoning",
+            ThreadItem::CommandExecution(_) => "commandExecution",
+            ThreadItem::FileChange(_) => "fileChange",
+            ThreadItem::DynamicToolCall(_) => "dynamicToolCall",
+            ThreadItem::McpToolCall(_) => "mcpToolCall",
+            ThreadItem::Other(v) => v.get("type").and_then(Value::as_str).unwrap_or("unknown"),
+        }
+    }
+
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            ThreadItem::UserMessage(i) => Some(&i.id),
+            ThreadItem::AgentMessage(i) => Some(&i.id),
+            ThreadItem::Reasoning(i) => Some(&i.id),
+            ThreadItem::CommandExecution(i) => Some(&i.id),
+            ThreadItem::FileChange(i) => Some(&i.id),
+            ThreadItem::DynamicToolCall(i) => Some(&i.id),
+            ThreadItem::McpToolCall(i) => Some(&i.id),
+            ThreadItem::Other(v) => v.get("id").and_then(Value::as_str),
+        }
+    }
+
+    /// Reads an item from JSON; never fails.
+    pub fn from_value(value: Value) -> Self {
+        fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
+            T::deserialize(v).ok()
+        }
+        let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
+        let parsed = match kind {
+            "userMessage" => typed(&value).map(ThreadItem::UserMessage),
+            "agentMessage" => typed(&value).map(ThreadItem::AgentMessage),
+            "reasoning" => typed(&value).map(ThreadItem::Reasoning),
+            "commandExecution" => typed(&value).map(ThreadItem::CommandExecution),
+            "fileChange" => typed(&value).map(ThreadItem::FileChange),
+            "dynamicToolCall" => typed(&value).map(ThreadItem::DynamicToolCall),
+            "mcpToolCall" => typed(&value).map(ThreadItem::McpToolCall),
+            _ => None,
+        };
+        parsed.unwrap_or(ThreadItem::Other(value))
+    }
+
+    pub fn to_value(&self) -> Value {
+        fn tagged<T: Serialize>(kind: &str, item: &T) -> Value {
+            let mut v = serde_json::to_value(item).unwrap_or(Value::Null);
+            if let Value::Object(map) = &mut v {
+                map.insert("type".into(), Value::String(kind.into()));
+            }
+            v
+        }
+        match self {
+            ThreadItem::UserMessage(i) => tagged(self.kind(), i),
+            ThreadItem::AgentMessage(i) => tagged(self.kind(), i),
+            ThreadItem::Reasoning(i) => tagged(self.kind(), i),
+            ThreadItem::CommandExecution(i) => tagged(self.kind(), i),
+            ThreadItem::FileChange(i) => tagged(self.kind(), i),
+            ThreadItem::DynamicToolCall(i) => tagged(self.kind(), i),
+            ThreadItem::McpToolCall(i) => tagged(self.kind(), i),
+            ThreadItem::Other(v) => v.clone(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ThreadItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(ThreadItem::from_value)
+    }
+}
+
+impl Serialize for ThreadItem {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn known_kinds_parse_and_unknown_kinds_are_kept_raw() {
+        let cmd = ThreadItem::from_value(json!({
+            "type": "commandExecution", "id": "c1", "command": "echo hi", "cwd": "/w",
+            "status": "declined", "commandActions": [], "newField": 1
+        }));
+        match &cmd {
+            ThreadItem::CommandExecution(c) => assert_eq!(c.status, ItemStatus::Declined),
+            other => panic!("{other:?}"),
+        }
+        let raw = json!({"type": "imageGeneration", "id": "g1", "result": "..."});
+        let other = ThreadItem::from_value(raw.clone());
+        assert_eq!(other, ThreadItem::Other(raw.clone()));
+        assert_eq!(other.kind(), "imageGeneration");
+        assert_eq!(other.to_value(), raw);
+        // A known kind with a shape we cannot read is kept raw too.
+        let odd = json!({"type": "agentMessage", "text": "no id"});
+        assert_eq!(ThreadItem::from_value(odd.clone()), ThreadItem::Other(odd));
+    }
+}

@@ -1,0 +1,183 @@
+//! Thread requests (`thread/start`, resume, fork, list, read, archive) and the `Thread` object.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::common::{ApprovalPolicy, SandboxMode};
+use super::turn::Turn;
+
+/// A caller-defined tool the model may call; Codex forwards calls as `item/tool/call`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DynamicToolSpec {
+    /// Always `function`; 0.169 requires it and 0.98 ignores it.
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+fn function_type() -> String {
+    "function".to_owned()
+}
+
+impl DynamicToolSpec {
+    pub fn function(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        Self {
+            kind: function_type(),
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+        }
+    }
+}
+
+/// `thread/start`. Every field is optional: Codex falls back to its config.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadStartParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_policy: Option<ApprovalPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxMode>,
+    /// `-c`-style overrides, e.g. `{"model_reasoning_effort": "low"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_instructions: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub developer_instructions: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_tools: Option<Vec<DynamicToolSpec>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<bool>,
+    /// Fields this crate does not model yet, passed through as they are.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `thread/resume`: load a stored thread (by id, or by rollout `path`) into this process.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadResumeParams {
+    pub thread_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_policy: Option<ApprovalPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_instructions: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub developer_instructions: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `thread/fork`: a new thread that starts from a copy of another one's history.
+pub type ThreadForkParams = ThreadResumeParams;
+
+/// The result of `thread/start`, `thread/resume` and `thread/fork`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadStartResponse {
+    pub thread: Thread,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub approval_policy: Option<Value>,
+    #[serde(default)]
+    pub sandbox: Option<Value>,
+}
+
+/// A Codex thread (a conversation) as the server describes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Thread {
+    pub id: String,
+    #[serde(default)]
+    pub preview: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Unix seconds.
+    #[serde(default)]
+    pub created_at: Option<i64>,
+    /// Unix seconds.
+    #[serde(default)]
+    pub updated_at: Option<i64>,
+    #[serde(default)]
+    pub cli_version: Option<String>,
+    #[serde(default)]
+    pub model_provider: Option<String>,
+    /// Rollout file on disk, when there is one.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Who created it (`cli`, `vscode`, `exec`, `appServer`, ...); the shape moves between
+    /// versions, so it is kept raw.
+    #[serde(default)]
+    pub source: Option<Value>,
+    /// Present from 0.169: `{type: notLoaded|idle|systemError|active, activeFlags?}`.
+    #[serde(default)]
+    pub status: Option<Value>,
+    #[serde(default)]
+    pub turns: Vec<Turn>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadListParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
+    /// Threads from every provider are listed only when this names them; `None` means the
+    /// configured provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_providers: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadListResponse {
+    pub data: Vec<Thread>,
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadReadParams {
+    pub thread_id: String,
+    #[serde(default, skip_serializing_if = "super::common::is_false")]
+    pub include_turns: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadReadResponse {
+    pub thread: Thread,
+}

@@ -1,0 +1,36 @@
+//! The test bed codex-relay is proven on: pinned real Codex binaries, a scripted
+//! Responses-API model server, and a fresh `CODEX_HOME` per test.
+//!
+//! - [`install`]: installs `@openai/codex` at the pinned versions from the npm registry into a
+//!   cache directory, once.
+//! - [`model`]: the scripted model server (replies, failure modes, recorded requests).
+//! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
+
+pub mod home;
+pub mod install;
+pub mod model;
+pub mod procs;
+
+pub use home::CodexHome;
+pub use install::{NEWEST, OLDEST, PINNED_VERSIONS, codex_bin};
+pub use model::{Item, ModelServer, RecordedRequest, Reply};
+
+/// Generates one `#[tokio::test]` per pinned Codex version for an
+/// `async fn scenario(version: &'static str)`, in a module named like the scenario.
+#[macro_export]
+macro_rules! for_each_codex {
+    ($($scenario:ident),* $(,)?) => {
+        $(
+            mod $scenario {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_169_0() {
+                    super::$scenario("0.169.0").await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_98_0() {
+                    super::$scenario("0.98.0").await
+                }
+            }
+        )*
+    };
+}

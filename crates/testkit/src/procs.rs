@@ -1,0 +1,34 @@
+//! Process-table helpers for tests: which processes are in a process group, is a pid alive.
+
+/// Pids of live (non-zombie) processes whose process group is `pgid`, read from `/proc`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // Fields after the parenthesised command name: state ppid pgrp ...
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+                return false;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            fields.len() > 2 && fields[0] != "Z" && fields[2].parse::<u32>().ok() == Some(pgid)
+        })
+        .collect()
+}
+
+/// Waits up to `timeout` for the group to be empty; returns what is left.
+pub async fn wait_group_gone(pgid: u32, timeout: std::time::Duration) -> Vec<u32> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let left = group_members(pgid);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
