@@ -32,3 +32,28 @@ pub async fn wait_group_gone(pgid: u32, timeout: std::time::Duration) -> Vec<u32
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Pids of live processes whose command line contains `needle`.
+pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = state
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+            !zombie
+                && String::from_utf8_lossy(&raw)
+                    .replace('\0', " ")
+                    .contains(needle)
+        })
+        .collect()
+}
