@@ -1,1 +1,47 @@
-fn main() {}
+//! The `codex-relay` command line.
+
+mod doctor;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "codex-relay",
+    version,
+    about = "A control plane for OpenAI Codex sessions"
+)]
+struct Cli {
+    /// Log filter (also LOG_LEVEL), e.g. `info` or `codex_relay=debug`. Logs go to stderr.
+    #[arg(long, env = "LOG_LEVEL", default_value = "warn", global = true)]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show which Codex would be used, whether it is compatible, and whether `app-server` starts.
+    Doctor(doctor::DoctorArgs),
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log_level)
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Doctor(args) => doctor::run(args).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

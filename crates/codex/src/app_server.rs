@@ -101,6 +101,21 @@ pub async fn probe_version(
     })
 }
 
+/// The `initialize` params codex-relay sends: our client info, and the experimental API
+/// (needed for dynamic tools).
+pub fn initialize_params(config: &AppServerConfig) -> InitializeParams {
+    InitializeParams {
+        client_info: ClientInfo {
+            name: config.client_name.clone(),
+            title: Some("codex-relay".into()),
+            version: config.client_version.clone(),
+        },
+        capabilities: Some(InitializeCapabilities {
+            experimental_api: true,
+        }),
+    }
+}
+
 /// A running, initialized `codex app-server`.
 pub struct AppServer {
     peer: Peer,
@@ -244,13 +259,8 @@ impl AppServer {
         params: &v2::ThreadStartParams,
     ) -> Result<v2::ThreadStartResponse, PeerError> {
         let mut params = params.clone();
-        if let Some(p) = params.approval_policy {
-            let (policy, note) = self.version.approval_policy(p);
-            if let Some(note) = note {
-                tracing::warn!("{note}");
-            }
-            params.approval_policy = Some(policy);
-        }
+        self.version
+            .adapt_approval_policy(&mut params.approval_policy);
         self.call::<v2::ThreadStart>(&params).await
     }
 
@@ -259,9 +269,8 @@ impl AppServer {
         params: &v2::TurnStartParams,
     ) -> Result<v2::TurnStartResponse, PeerError> {
         let mut params = params.clone();
-        if let Some(p) = params.approval_policy {
-            params.approval_policy = Some(self.version.approval_policy(p).0);
-        }
+        self.version
+            .adapt_approval_policy(&mut params.approval_policy);
         self.call::<v2::TurnStart>(&params).await
     }
 

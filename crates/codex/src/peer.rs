@@ -387,7 +387,9 @@ impl Inner {
                     raw: line.into(),
                 });
                 let undelivered = self.routes().deliver(thread.as_deref(), event);
-                if let Delivery::Nobody(PeerEvent::Request(req)) = undelivered {
+                if let Delivery::Nobody(event) = undelivered
+                    && let PeerEvent::Request(req) = *event
+                {
                     req.responder.fail_closed(&format!(
                         "no handler is subscribed for {}",
                         thread.map_or("this request".to_owned(), |t| format!("thread {t}"))

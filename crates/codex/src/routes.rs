@@ -27,7 +27,7 @@ pub(crate) enum Delivery {
     Delivered,
     Parked,
     /// Nobody takes it; the event is handed back (a request still has to be answered).
-    Nobody(PeerEvent),
+    Nobody(Box<PeerEvent>),
 }
 
 impl Routes {
@@ -92,19 +92,19 @@ impl Routes {
                 Ok(()) => return Delivery::Delivered,
                 Err(back) => {
                     self.default = None;
-                    return Delivery::Nobody(back.0);
+                    return Delivery::Nobody(Box::new(back.0));
                 }
             }
         }
-        Delivery::Nobody(event)
+        Delivery::Nobody(Box::new(event))
     }
 
     fn park(&mut self, thread_id: &str, event: PeerEvent) {
         if !self.parked.contains_key(thread_id) {
-            if self.parked_order.len() >= PARK_THREADS {
-                if let Some(old) = self.parked_order.pop_front() {
-                    self.parked.remove(&old);
-                }
+            if self.parked_order.len() >= PARK_THREADS
+                && let Some(old) = self.parked_order.pop_front()
+            {
+                self.parked.remove(&old);
             }
             self.parked_order.push_back(thread_id.to_owned());
         }

@@ -79,6 +79,17 @@ impl CodexVersion {
         (wanted, None)
     }
 
+    /// Rewrites an approval policy for this version in place, logging what changed.
+    pub fn adapt_approval_policy(&self, policy: &mut Option<ApprovalPolicy>) {
+        if let Some(p) = *policy {
+            let (adapted, note) = self.approval_policy(p);
+            if let Some(note) = note {
+                tracing::warn!("{note}");
+            }
+            *policy = Some(adapted);
+        }
+    }
+
     /// `turn/steer`: missing from 0.98.0, present in 0.169.0. Versions in between are assumed to
     /// have it; a Codex without it answers "unknown method", which the peer reports as
     /// `PeerError::Unsupported`.

@@ -26,10 +26,10 @@ async fn wait_command_started(sub: &mut codex_relay_codex::Subscription) {
             .expect("command started in time")
         {
             Some(PeerEvent::Notification(n)) => {
-                if let ServerNotification::ItemStarted(i) = &n.notification {
-                    if matches!(i.item, ThreadItem::CommandExecution(_)) {
-                        return;
-                    }
+                if let ServerNotification::ItemStarted(i) = &n.notification
+                    && matches!(i.item, ThreadItem::CommandExecution(_))
+                {
+                    return;
                 }
             }
             Some(PeerEvent::Request(r)) => panic!("unexpected request {:?}", r.request()),

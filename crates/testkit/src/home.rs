@@ -3,6 +3,17 @@
 
 use std::path::{Path, PathBuf};
 
+/// What goes into the generated `config.toml`.
+#[derive(Debug, Clone, Default)]
+pub struct HomeOptions {
+    /// Codex's HTTP retries against the model (0: a scripted failure fails the turn at once).
+    pub request_max_retries: u32,
+    /// Codex's retries of a stream that broke off.
+    pub stream_max_retries: u32,
+    /// Extra top-level TOML, placed before the provider table.
+    pub extra_toml: String,
+}
+
 pub struct CodexHome {
     dir: tempfile::TempDir,
     home: PathBuf,
@@ -10,8 +21,12 @@ pub struct CodexHome {
 }
 
 impl CodexHome {
-    /// `model_base_url` is the server's `/v1` URL. `extra_toml` is appended to `config.toml`.
-    pub fn new(model_base_url: &str, extra_toml: &str) -> Self {
+    /// `model_base_url` is the server's `/v1` URL.
+    pub fn new(model_base_url: &str) -> Self {
+        Self::with_options(model_base_url, &HomeOptions::default())
+    }
+
+    pub fn with_options(model_base_url: &str, opts: &HomeOptions) -> Self {
         // Not under /tmp: Codex refuses to create its helper aliases in temporary directories.
         let base = crate::install::cache_root().join("test-homes");
         std::fs::create_dir_all(&base).expect("create test-homes directory");
@@ -23,20 +38,24 @@ impl CodexHome {
         let workspace = dir.path().join("workspace");
         std::fs::create_dir_all(&home).expect("create CODEX_HOME");
         std::fs::create_dir_all(&workspace).expect("create workspace");
+        let HomeOptions {
+            request_max_retries,
+            stream_max_retries,
+            extra_toml,
+        } = opts;
         let config = format!(
             r#"model = "mock-model"
 model_provider = "mock"
 check_for_update_on_startup = false
+{extra_toml}
 
 [model_providers.mock]
 name = "mock"
 base_url = "{model_base_url}"
 wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
+request_max_retries = {request_max_retries}
+stream_max_retries = {stream_max_retries}
 stream_idle_timeout_ms = 20000
-
-{extra_toml}
 "#
         );
         std::fs::write(home.join("config.toml"), config).expect("write config.toml");

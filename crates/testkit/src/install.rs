@@ -57,10 +57,10 @@ pub fn codex_bin(version: &str) -> Result<PathBuf, InstallError> {
     if let Some(p) = std::env::var_os(override_var(version)) {
         return Ok(PathBuf::from(p));
     }
-    if version == NEWEST {
-        if let Some(p) = std::env::var_os("CODEX_BIN") {
-            return Ok(PathBuf::from(p));
-        }
+    if version == NEWEST
+        && let Some(p) = std::env::var_os("CODEX_BIN")
+    {
+        return Ok(PathBuf::from(p));
     }
     let dir = cache_root().join("codex").join(version);
     let bin = dir.join("node_modules").join(".bin").join("codex");

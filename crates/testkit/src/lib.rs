@@ -11,7 +11,7 @@ pub mod install;
 pub mod model;
 pub mod procs;
 
-pub use home::CodexHome;
+pub use home::{CodexHome, HomeOptions};
 pub use install::{NEWEST, OLDEST, PINNED_VERSIONS, codex_bin};
 pub use model::{Item, ModelServer, RecordedRequest, Reply};
 

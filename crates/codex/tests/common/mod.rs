@@ -8,7 +8,7 @@ use codex_relay_protocol::v2::{
     ApprovalPolicy, SandboxMode, ServerNotification, ThreadStartParams, Turn, TurnStartParams,
     UserInput,
 };
-use codex_relay_testkit::{CodexHome, ModelServer};
+use codex_relay_testkit::{CodexHome, HomeOptions, ModelServer};
 
 pub const TURN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -34,9 +34,13 @@ pub fn codex_bin(version: &str) -> std::path::PathBuf {
 
 impl Bed {
     pub async fn start(version: &'static str) -> Bed {
+        Self::start_with(version, HomeOptions::default()).await
+    }
+
+    pub async fn start_with(version: &'static str, opts: HomeOptions) -> Bed {
         init_tracing();
         let model = ModelServer::start().await;
-        let home = CodexHome::new(model.url(), "");
+        let home = CodexHome::with_options(model.url(), &opts);
         let config = AppServerConfig::new(codex_bin(version)).codex_home(home.path());
         let server = AppServer::start(config).await.expect("app-server starts");
         Bed {

@@ -1,0 +1,82 @@
+//! `codex-relay doctor`: the Codex binary, its version and compatibility, and a real
+//! `app-server` start-up and handshake.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use codex_relay_codex::app_server::probe_version;
+use codex_relay_codex::{AppServer, AppServerConfig, Compatibility};
+
+#[derive(clap::Args)]
+pub struct DoctorArgs {
+    /// The `codex` executable (default: `codex` on PATH).
+    #[arg(long, env = "CODEX_CLI_PATH")]
+    codex: Option<PathBuf>,
+    /// CODEX_HOME for the test start (default: Codex's own, usually ~/.codex).
+    #[arg(long, env = "CODEX_HOME")]
+    codex_home: Option<PathBuf>,
+    /// How long app-server may take to answer `initialize`.
+    #[arg(long, default_value_t = 10_000)]
+    startup_timeout_ms: u64,
+}
+
+/// `codex` on PATH, resolved to a full path.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let binary = match args.codex {
+        Some(b) => b,
+        None => find_on_path("codex")
+            .context("no `codex` on PATH; install it with `npm install -g @openai/codex`, or pass --codex / CODEX_CLI_PATH")?,
+    };
+    println!("codex binary:    {}", binary.display());
+    let timeout = Duration::from_millis(args.startup_timeout_ms);
+    let version = probe_version(&binary, timeout).await?;
+    let compat = version.compatibility();
+    println!("codex version:   {version}");
+    println!("compatibility:   {compat:?}: {}", compat.describe(&version));
+    if compat == Compatibility::Unsupported {
+        return Ok(ExitCode::FAILURE);
+    }
+    println!(
+        "legacy mcp-server: {}",
+        if version.has_legacy_mcp_server() {
+            "available"
+        } else {
+            "removed (0.154+)"
+        }
+    );
+
+    let mut config = AppServerConfig::new(&binary);
+    config.codex_home = args.codex_home;
+    config.startup_timeout = timeout;
+    let started = Instant::now();
+    match AppServer::start(config).await {
+        Ok(server) => {
+            let took = started.elapsed();
+            let init = server.initialize_response();
+            println!(
+                "app-server:      started and initialized in {} ms (pid {})",
+                took.as_millis(),
+                server.pid()
+            );
+            println!("user agent:      {}", init.user_agent);
+            if let Some(home) = &init.codex_home {
+                println!("codex home:      {home}");
+            }
+            server.shutdown(Duration::from_secs(2)).await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            println!("app-server:      FAILED: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
