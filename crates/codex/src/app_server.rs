@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use codex_relay_protocol::v1;
 use codex_relay_protocol::v2::{
     self, ClientInfo, ClientRequest, InitializeCapabilities, InitializeParams, InitializeResponse,
 };
@@ -307,6 +308,19 @@ impl AppServer {
         self.peer.close(PeerError::Shutdown);
         self.process.shutdown(grace).await
     }
+}
+
+fn to_v1(input: &[v2::UserInput]) -> Vec<v1::InputItem> {
+    input
+        .iter()
+        .map(|i| match i {
+            v2::UserInput::Text { text } => v1::InputItem::Text { text: text.clone() },
+            v2::UserInput::Image { url } => v1::InputItem::Image {
+                image_url: url.clone(),
+            },
+            v2::UserInput::LocalImage { path } => v1::InputItem::LocalImage { path: path.clone() },
+        })
+        .collect()
 }
 
 impl Drop for AppServer {

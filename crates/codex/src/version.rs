@@ -90,9 +90,9 @@ impl CodexVersion {
         }
     }
 
-    /// `turn/steer`: missing from 0.98.0, present in 0.169.0. Versions in between are assumed to
-    /// have it; a Codex without it answers "unknown method", which the peer reports as
-    /// `PeerError::Unsupported`.
+    /// `turn/steer`: missing from 0.98.0 (steering there goes through the v1 `sendUserMessage`),
+    /// present in 0.169.0. Versions in between are assumed to have it; a Codex without it
+    /// answers "unknown method", which the peer reports as `PeerError::Unsupported`.
     pub fn has_turn_steer(&self) -> bool {
         self.triple() > OLDEST_TESTED.triple()
     }

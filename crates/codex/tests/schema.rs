@@ -223,6 +223,19 @@ fn examples(version: &CodexVersion) -> Vec<(&'static str, Value)> {
             input: vec![UserInput::text("also")],
         };
         out.push((TurnSteer::METHOD, request(TurnSteer::METHOD, &steer)));
+    } else {
+        let send = codex_relay_protocol::v1::SendUserMessageParams {
+            conversation_id: "t".into(),
+            items: vec![
+                codex_relay_protocol::v1::InputItem::Text {
+                    text: "also".into(),
+                },
+                codex_relay_protocol::v1::InputItem::LocalImage {
+                    path: "/tmp/a.png".into(),
+                },
+            ],
+        };
+        out.push(("sendUserMessage", request("sendUserMessage", &send)));
     }
     out
 }
