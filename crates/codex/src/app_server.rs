@@ -283,18 +283,31 @@ impl AppServer {
         self.call::<v2::TurnInterrupt>(&params).await.map(|_| ())
     }
 
-    /// Steers the running turn; `Unsupported` on a Codex without `turn/steer`.
-    pub async fn turn_steer(
+    /// Adds input to the running turn: `turn/steer` where Codex has it, else the v1
+    /// `sendUserMessage` (Codex 0.98), which queues the input into the active turn. Either way
+    /// the model's next request carries it.
+    pub async fn steer(
         &self,
-        params: &v2::TurnSteerParams,
-    ) -> Result<v2::TurnSteerResponse, PeerError> {
-        if !self.version.has_turn_steer() {
-            return Err(PeerError::Unsupported {
-                method: v2::TurnSteer::METHOD.into(),
-                detail: format!("Codex {} has no turn/steer", self.version),
-            });
+        thread_id: &str,
+        turn_id: &str,
+        input: &[v2::UserInput],
+    ) -> Result<(), PeerError> {
+        if self.version.has_turn_steer() {
+            let params = v2::TurnSteerParams {
+                thread_id: thread_id.into(),
+                expected_turn_id: turn_id.into(),
+                input: input.to_vec(),
+            };
+            return self.call::<v2::TurnSteer>(&params).await.map(|_| ());
         }
-        self.call::<v2::TurnSteer>(params).await
+        let params = v1::SendUserMessageParams {
+            conversation_id: thread_id.into(),
+            items: to_v1(input),
+        };
+        self.peer
+            .request(v1::SEND_USER_MESSAGE, &params, None)
+            .await
+            .map(|_| ())
     }
 
     /// How the process ended, if it has.
