@@ -368,7 +368,7 @@ impl Inner {
                 tracing::warn!("codex reported an error with no id: {error}")
             }
             Incoming::Notification { method, params } => {
-                let notification = ServerNotification::parse(&method, params);
+                let notification = ServerNotification::from_params(&method, &params);
                 let thread = notification.thread_id().map(str::to_owned);
                 let event = PeerEvent::Notification(Notification {
                     notification,
@@ -379,7 +379,7 @@ impl Inner {
                 }
             }
             Incoming::Request { id, method, params } => {
-                let request = ServerRequest::parse(&method, params);
+                let request = ServerRequest::from_params(&method, &params);
                 let thread = request.thread_id().map(str::to_owned);
                 let responder = Responder::new(id, request, Arc::downgrade(self));
                 let event = PeerEvent::Request(IncomingRequest {

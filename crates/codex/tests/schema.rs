@@ -162,6 +162,13 @@ fn examples(version: &CodexVersion) -> Vec<(&'static str, Value)> {
                     limit: Some(20),
                     archived: Some(false),
                     model_providers: Some(vec!["mock".into()]),
+                    source_kinds: Some(vec![
+                        "cli".into(),
+                        "vscode".into(),
+                        "exec".into(),
+                        "appServer".into(),
+                        "unknown".into(),
+                    ]),
                     extra: Map::new(),
                 },
             ),

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Id of a request in either direction. Codex numbers its own requests from 0; we use integers
 /// too, but a peer may use strings.
@@ -59,10 +60,10 @@ pub enum Incoming {
     Request {
         id: RequestId,
         method: String,
-        params: Value,
+        params: Params,
     },
     /// `{method, params?}`: fire-and-forget.
-    Notification { method: String, params: Value },
+    Notification { method: String, params: Params },
     /// `{id, result}`.
     Response { id: RequestId, result: Value },
     /// `{id, error}`.
@@ -70,6 +71,40 @@ pub enum Incoming {
         id: Option<RequestId>,
         error: RpcError,
     },
+}
+
+/// The `params` of an incoming message, still as JSON text: typed readers parse it once,
+/// straight into their own types (no intermediate `Value` tree on the hot path).
+#[derive(Debug, Clone, Default)]
+pub struct Params(Option<Box<RawValue>>);
+
+impl PartialEq for Params {
+    fn eq(&self, other: &Self) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl Params {
+    /// The JSON text (`null` when absent).
+    pub fn text(&self) -> &str {
+        self.0.as_deref().map(RawValue::get).unwrap_or("null")
+    }
+
+    /// Parses into `T`, or `None` when the shape does not fit.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        serde_json::from_str(self.text()).ok()
+    }
+
+    /// The params as a JSON value (`Null` when absent).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.text()).unwrap_or(Value::Null)
+    }
+}
+
+impl From<Value> for Params {
+    fn from(v: Value) -> Self {
+        Params(serde_json::value::to_raw_value(&v).ok())
+    }
 }
 
 /// Why a line could not be understood as a JSON-RPC message.
@@ -88,7 +123,7 @@ struct RawMessage {
     #[serde(default)]
     method: Option<String>,
     #[serde(default)]
-    params: Option<Value>,
+    params: Option<Box<RawValue>>,
     #[serde(default)]
     result: Option<Value>,
     #[serde(default)]
@@ -106,7 +141,7 @@ impl Incoming {
                     .map_err(|_| FrameError::Shape("id is neither an integer nor a string"))?,
             ),
         };
-        let params = raw.params.unwrap_or(Value::Null);
+        let params = Params(raw.params);
         match (id, raw.method, raw.result, raw.error) {
             (Some(id), Some(method), _, _) => Ok(Incoming::Request { id, method, params }),
             (None, Some(method), _, _) => Ok(Incoming::Notification { method, params }),

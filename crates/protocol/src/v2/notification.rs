@@ -7,7 +7,7 @@ use super::common::TokenUsage;
 use super::item::ThreadItem;
 use super::thread::Thread;
 use super::turn::Turn;
-use crate::jsonrpc::RequestId;
+use crate::jsonrpc::{Params, RequestId};
 
 /// `error`: a turn-level error. `will_retry: true` is a notice, not the end of the turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -154,31 +154,36 @@ pub enum ServerNotification {
 impl ServerNotification {
     /// Reads a notification; never fails.
     pub fn parse(method: &str, params: Value) -> Self {
-        fn typed<T: serde::de::DeserializeOwned>(p: &Value) -> Option<T> {
-            T::deserialize(p).ok()
+        Self::from_params(method, &Params::from(params))
+    }
+
+    /// Reads a notification straight from its JSON text; never fails.
+    pub fn from_params(method: &str, params: &Params) -> Self {
+        fn typed<T: serde::de::DeserializeOwned>(p: &Params) -> Option<T> {
+            p.parse()
         }
         use ServerNotification as N;
         let parsed = match method {
-            "error" => typed(&params).map(N::Error),
-            "thread/started" => typed(&params).map(N::ThreadStarted),
-            "thread/status/changed" => typed(&params).map(N::ThreadStatusChanged),
-            "thread/tokenUsage/updated" => typed(&params).map(N::TokenUsageUpdated),
-            "turn/started" => typed(&params).map(N::TurnStarted),
-            "turn/completed" => typed(&params).map(N::TurnCompleted),
-            "turn/diff/updated" => typed(&params).map(N::TurnDiffUpdated),
-            "turn/plan/updated" => typed(&params).map(N::TurnPlanUpdated),
-            "item/started" => typed(&params).map(N::ItemStarted),
-            "item/completed" => typed(&params).map(N::ItemCompleted),
-            "item/agentMessage/delta" => typed(&params).map(N::AgentMessageDelta),
-            "item/commandExecution/outputDelta" => typed(&params).map(N::CommandOutputDelta),
-            "item/reasoning/summaryTextDelta" => typed(&params).map(N::ReasoningSummaryDelta),
-            "item/reasoning/textDelta" => typed(&params).map(N::ReasoningTextDelta),
-            "serverRequest/resolved" => typed(&params).map(N::ServerRequestResolved),
+            "error" => typed(params).map(N::Error),
+            "thread/started" => typed(params).map(N::ThreadStarted),
+            "thread/status/changed" => typed(params).map(N::ThreadStatusChanged),
+            "thread/tokenUsage/updated" => typed(params).map(N::TokenUsageUpdated),
+            "turn/started" => typed(params).map(N::TurnStarted),
+            "turn/completed" => typed(params).map(N::TurnCompleted),
+            "turn/diff/updated" => typed(params).map(N::TurnDiffUpdated),
+            "turn/plan/updated" => typed(params).map(N::TurnPlanUpdated),
+            "item/started" => typed(params).map(N::ItemStarted),
+            "item/completed" => typed(params).map(N::ItemCompleted),
+            "item/agentMessage/delta" => typed(params).map(N::AgentMessageDelta),
+            "item/commandExecution/outputDelta" => typed(params).map(N::CommandOutputDelta),
+            "item/reasoning/summaryTextDelta" => typed(params).map(N::ReasoningSummaryDelta),
+            "item/reasoning/textDelta" => typed(params).map(N::ReasoningTextDelta),
+            "serverRequest/resolved" => typed(params).map(N::ServerRequestResolved),
             _ => None,
         };
         parsed.unwrap_or_else(|| N::Unknown {
             method: method.to_owned(),
-            params,
+            params: params.value(),
         })
     }
 

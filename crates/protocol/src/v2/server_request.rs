@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::jsonrpc::RpcError;
+use crate::jsonrpc::{Params, RpcError};
 
 /// `item/commandExecution/requestApproval`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,23 +131,28 @@ impl ServerRequest {
 
     /// Reads a request; never fails.
     pub fn parse(method: &str, params: Value) -> Self {
-        fn typed<T: serde::de::DeserializeOwned>(p: &Value) -> Option<T> {
-            T::deserialize(p).ok()
+        Self::from_params(method, &Params::from(params))
+    }
+
+    /// Reads a request straight from its JSON text; never fails.
+    pub fn from_params(method: &str, params: &Params) -> Self {
+        fn typed<T: serde::de::DeserializeOwned>(p: &Params) -> Option<T> {
+            p.parse()
         }
         use ServerRequest as R;
         let parsed = match method {
-            Self::COMMAND_APPROVAL => typed(&params).map(R::CommandApproval),
-            Self::FILE_CHANGE_APPROVAL => typed(&params).map(R::FileChangeApproval),
-            Self::TOOL_CALL => typed(&params).map(R::ToolCall),
-            Self::USER_INPUT => typed(&params).map(R::UserInput),
-            Self::MCP_ELICITATION => Some(R::McpElicitation(params.clone())),
-            Self::PERMISSIONS_APPROVAL => typed(&params).map(R::PermissionsApproval),
-            Self::CHATGPT_AUTH_REFRESH => Some(R::ChatgptAuthRefresh(params.clone())),
+            Self::COMMAND_APPROVAL => typed(params).map(R::CommandApproval),
+            Self::FILE_CHANGE_APPROVAL => typed(params).map(R::FileChangeApproval),
+            Self::TOOL_CALL => typed(params).map(R::ToolCall),
+            Self::USER_INPUT => typed(params).map(R::UserInput),
+            Self::MCP_ELICITATION => Some(R::McpElicitation(params.value())),
+            Self::PERMISSIONS_APPROVAL => typed(params).map(R::PermissionsApproval),
+            Self::CHATGPT_AUTH_REFRESH => Some(R::ChatgptAuthRefresh(params.value())),
             _ => None,
         };
         parsed.unwrap_or_else(|| R::Unknown {
             method: method.to_owned(),
-            params,
+            params: params.value(),
         })
     }
 

@@ -156,6 +156,10 @@ pub struct ThreadListParams {
     /// configured provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_providers: Option<Vec<String>>,
+    /// Which creators to include (`cli`, `vscode`, `exec`, `appServer`, `subAgent…`,
+    /// `unknown`); Codex lists only interactive ones when this is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_kinds: Option<Vec<String>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
