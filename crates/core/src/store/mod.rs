@@ -1,0 +1,253 @@
+//! The durable store: sessions, event logs, pending requests and raw Codex lines in SQLite or Postgres, written in batches by one background task (see docs/STORE.md).
+
+mod error;
+mod open;
+mod postgres;
+mod records;
+mod sqlite;
+mod writer;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sqlx::{PgPool, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+
+pub use error::StoreError;
+pub use records::*;
+
+use writer::{Item, Op};
+
+/// Tuning for [`Store::open_with`]; [`Store::open`] uses the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Raw Codex lines kept per session; older ones are pruned when a batch commits. Default 5000.
+    pub raw_lines_per_session: usize,
+    /// Most queued writes committed in one transaction. Default 4096.
+    pub max_batch: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            raw_lines_per_session: 5000,
+            max_batch: 4096,
+        }
+    }
+}
+
+/// The connection pool of one backend.
+#[derive(Clone)]
+pub(crate) enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$p` bound to the concrete pool of either backend (the SQL is shared).
+macro_rules! on_pool {
+    ($pool:expr, |$p:ident| $body:expr) => {
+        match $pool {
+            Pool::Sqlite($p) => $body,
+            Pool::Postgres($p) => $body,
+        }
+    };
+}
+
+const SELECT_SESSIONS: &str = "SELECT id, thread_id, cwd, model, status, created_at, updated_at, turn_count, last_seq, meta FROM sessions ORDER BY updated_at DESC, id";
+const SELECT_SESSION: &str = "SELECT id, thread_id, cwd, model, status, created_at, updated_at, turn_count, last_seq, meta FROM sessions WHERE id = $1";
+const SELECT_EVENTS: &str = "SELECT session_id, seq, time, json FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+const SELECT_LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = $1";
+const SELECT_RAW: &str = "SELECT line FROM (SELECT id, line FROM raw_lines WHERE session_id = $1 ORDER BY id DESC LIMIT $2) AS newest ORDER BY id";
+/// Indexed by `2 * by_session + unresolved_only`.
+const SELECT_PENDING: [&str; 4] = [
+    "SELECT id, session_id, kind, created_at, deadline, request, resolution FROM pending ORDER BY created_at, id",
+    "SELECT id, session_id, kind, created_at, deadline, request, resolution FROM pending WHERE resolution IS NULL ORDER BY created_at, id",
+    "SELECT id, session_id, kind, created_at, deadline, request, resolution FROM pending WHERE session_id = $1 ORDER BY created_at, id",
+    "SELECT id, session_id, kind, created_at, deadline, request, resolution FROM pending WHERE session_id = $1 AND resolution IS NULL ORDER BY created_at, id",
+];
+
+/// The store. Cheap to clone; every clone shares one pool and one writer task.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    ops: mpsc::UnboundedSender<Op>,
+    /// Set once a write was dropped because the store is closed (logged once).
+    dropped_logged: AtomicBool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the store at `target`: a `postgres://` or
+    /// `postgresql://` URL selects Postgres; a `sqlite:` URL or a plain file path selects SQLite
+    /// (the file and its parent directories are created if missing; WAL mode).
+    pub async fn open(target: &str) -> Result<Store, StoreError> {
+        Store::open_with(target, StoreOptions::default()).await
+    }
+
+    /// [`Store::open`] with explicit [`StoreOptions`].
+    pub async fn open_with(target: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        let pool = open::open(target).await?;
+        let (ops, rx) = mpsc::unbounded_channel();
+        tokio::spawn(writer::run(pool.clone(), rx, options));
+        Ok(Store {
+            inner: Arc::new(Inner {
+                pool,
+                ops,
+                dropped_logged: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        match self.inner.pool {
+            Pool::Sqlite(_) => "sqlite",
+            Pool::Postgres(_) => "postgres",
+        }
+    }
+
+    fn enqueue(&self, op: Op) {
+        if self.inner.ops.send(op).is_err()
+            && !self.inner.dropped_logged.swap(true, Ordering::Relaxed)
+        {
+            tracing::error!("the store is closed: writes after close() are dropped");
+        }
+    }
+
+    /// Queues one event (never waits on the database). A second event with the same
+    /// `(session_id, seq)` is ignored: the first one written wins.
+    pub fn append_event(&self, ev: StoredEvent) {
+        self.enqueue(Op::Write(Item::Event(ev)));
+    }
+
+    /// Queues one raw Codex line; only the newest [`StoreOptions::raw_lines_per_session`] are kept.
+    pub fn append_raw(&self, session_id: &str, line: &str) {
+        self.enqueue(Op::Write(Item::Raw {
+            session_id: session_id.to_owned(),
+            line: line.to_owned(),
+        }));
+    }
+
+    /// Queues an insert-or-replace of the session with this id.
+    pub fn upsert_session(&self, rec: SessionRecord) {
+        self.enqueue(Op::Write(Item::Session(rec)));
+    }
+
+    /// Queues an insert-or-replace of the pending request with this id.
+    pub fn upsert_pending(&self, rec: PendingRecord) {
+        self.enqueue(Op::Write(Item::Pending(rec)));
+    }
+
+    /// Barrier: resolves once everything queued before the call is committed. Returns the
+    /// first write error the writer met since the last `flush()` (those writes are lost).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .ops
+            .send(Op::Flush(tx))
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// All sessions, most recently updated first.
+    pub async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        on_pool!(&self.inner.pool, |p| sqlx::query_as(SELECT_SESSIONS)
+            .fetch_all(p)
+            .await)
+        .map_err(StoreError::query("list sessions"))
+    }
+
+    /// One session by id.
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        on_pool!(&self.inner.pool, |p| sqlx::query_as(SELECT_SESSION)
+            .bind(id)
+            .fetch_optional(p)
+            .await)
+        .map_err(StoreError::query("read a session"))
+    }
+
+    /// Up to `limit` events of a session with `seq > after_seq`, ascending.
+    pub async fn events(
+        &self,
+        session_id: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        if limit <= 0 {
+            return Ok(Vec::new());
+        }
+        on_pool!(&self.inner.pool, |p| {
+            sqlx::query_as(SELECT_EVENTS)
+                .bind(session_id)
+                .bind(after_seq)
+                .bind(limit)
+                .fetch_all(p)
+                .await
+        })
+        .map_err(StoreError::query("read events"))
+    }
+
+    /// The highest committed event seq of a session (0 when it has none).
+    pub async fn last_seq(&self, session_id: &str) -> Result<i64, StoreError> {
+        on_pool!(&self.inner.pool, |p| sqlx::query_scalar(SELECT_LAST_SEQ)
+            .bind(session_id)
+            .fetch_one(p)
+            .await)
+        .map_err(StoreError::query("read the last event seq"))
+    }
+
+    /// Pending requests, of one session or all, oldest first; optionally only unresolved ones.
+    pub async fn pending(
+        &self,
+        session_id: Option<&str>,
+        unresolved_only: bool,
+    ) -> Result<Vec<PendingRecord>, StoreError> {
+        let sql =
+            SELECT_PENDING[usize::from(session_id.is_some()) * 2 + usize::from(unresolved_only)];
+        on_pool!(&self.inner.pool, |p| {
+            let query = sqlx::query_as(sql);
+            match session_id {
+                Some(id) => query.bind(id).fetch_all(p).await,
+                None => query.fetch_all(p).await,
+            }
+        })
+        .map_err(StoreError::query("read pending requests"))
+    }
+
+    /// The newest `limit` raw lines of a session, oldest first.
+    pub async fn raw_lines(&self, session_id: &str, limit: i64) -> Result<Vec<String>, StoreError> {
+        if limit <= 0 {
+            return Ok(Vec::new());
+        }
+        on_pool!(&self.inner.pool, |p| sqlx::query_scalar(SELECT_RAW)
+            .bind(session_id)
+            .bind(limit)
+            .fetch_all(p)
+            .await)
+        .map_err(StoreError::query("read raw lines"))
+    }
+
+    /// Commits everything queued, stops the writer and closes the pool. Returns the last
+    /// unreported write error, if any. Later writes are dropped (and logged once); later reads
+    /// and flushes return [`StoreError::Closed`]. Closing twice is fine.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let result = match self.inner.ops.send(Op::Close(tx)) {
+            Ok(()) => rx.await.unwrap_or(Ok(())),
+            Err(_) => Ok(()),
+        };
+        on_pool!(&self.inner.pool, |p| p.close().await);
+        result
+    }
+}

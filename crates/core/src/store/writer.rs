@@ -1,0 +1,301 @@
+//! The background writer: drains queued writes and commits them in batches, one transaction per batch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    PendingRecord, Pool, SessionRecord, StoreError, StoreOptions, StoredEvent, postgres, sqlite,
+};
+
+/// One queued write.
+pub(crate) enum Item {
+    Event(StoredEvent),
+    Raw { session_id: String, line: String },
+    Session(SessionRecord),
+    Pending(PendingRecord),
+}
+
+/// What the [`Store`](super::Store) sends the writer.
+pub(crate) enum Op {
+    Write(Item),
+    /// Answer once everything queued before it is committed.
+    Flush(oneshot::Sender<Result<(), StoreError>>),
+    /// Commit what is queued, answer, and stop.
+    Close(oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// Delays before retrying a batch that failed because the connection did.
+const RETRY_DELAYS: [Duration; 3] = [
+    Duration::from_millis(100),
+    Duration::from_millis(500),
+    Duration::from_secs(2),
+];
+/// Most extra transactions spent isolating the bad writes of a batch the database refused.
+const ISOLATION_BUDGET: usize = 64;
+
+const UPSERT_SESSION: &str = "INSERT INTO sessions (id, thread_id, cwd, model, status, created_at, updated_at, turn_count, last_seq, meta) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO UPDATE SET \
+     thread_id = excluded.thread_id, cwd = excluded.cwd, model = excluded.model, status = excluded.status, \
+     created_at = excluded.created_at, updated_at = excluded.updated_at, turn_count = excluded.turn_count, \
+     last_seq = excluded.last_seq, meta = excluded.meta";
+const UPSERT_PENDING: &str = "INSERT INTO pending (id, session_id, kind, created_at, deadline, request, resolution) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO UPDATE SET \
+     session_id = excluded.session_id, kind = excluded.kind, created_at = excluded.created_at, \
+     deadline = excluded.deadline, request = excluded.request, resolution = excluded.resolution";
+/// Deletes all but the newest `$2` raw lines of session `$1`.
+const PRUNE_RAW: &str = "DELETE FROM raw_lines WHERE session_id = $1 AND id <= \
+     (SELECT id FROM raw_lines WHERE session_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)";
+
+/// A batch sorted by table. Sessions and pending requests keep only the last write per id
+/// (they are replaced whole, so that is what committing them in order would leave).
+struct Grouped<'a> {
+    events: Vec<&'a StoredEvent>,
+    raw: Vec<(&'a str, &'a str)>,
+    raw_sessions: Vec<&'a str>,
+    sessions: Vec<&'a SessionRecord>,
+    pending: Vec<&'a PendingRecord>,
+}
+
+impl<'a> Grouped<'a> {
+    fn new(items: &'a [Item]) -> Self {
+        let mut g = Grouped {
+            events: Vec::new(),
+            raw: Vec::new(),
+            raw_sessions: Vec::new(),
+            sessions: Vec::new(),
+            pending: Vec::new(),
+        };
+        let mut session_at: HashMap<&str, usize> = HashMap::new();
+        let mut pending_at: HashMap<&str, usize> = HashMap::new();
+        for item in items {
+            match item {
+                Item::Event(ev) => g.events.push(ev),
+                Item::Raw { session_id, line } => {
+                    if !g.raw_sessions.contains(&session_id.as_str()) {
+                        g.raw_sessions.push(session_id);
+                    }
+                    g.raw.push((session_id, line));
+                }
+                Item::Session(rec) => last_wins(&mut g.sessions, &mut session_at, &rec.id, rec),
+                Item::Pending(rec) => last_wins(&mut g.pending, &mut pending_at, &rec.id, rec),
+            }
+        }
+        g
+    }
+}
+
+fn last_wins<'a, T>(
+    slots: &mut Vec<&'a T>,
+    index: &mut HashMap<&'a str, usize>,
+    id: &'a str,
+    rec: &'a T,
+) {
+    match index.get(id) {
+        Some(&at) => slots[at] = rec,
+        None => {
+            index.insert(id, slots.len());
+            slots.push(rec);
+        }
+    }
+}
+
+/// The statements both backends share (their SQL is the same), run on `$conn`.
+macro_rules! shared_writes {
+    ($conn:expr, $g:expr, $keep:expr) => {{
+        for s in &$g.sessions {
+            sqlx::query(UPSERT_SESSION)
+                .bind(s.id.as_str())
+                .bind(s.thread_id.as_str())
+                .bind(s.cwd.as_deref())
+                .bind(s.model.as_deref())
+                .bind(s.status.as_str())
+                .bind(s.created_at)
+                .bind(s.updated_at)
+                .bind(s.turn_count)
+                .bind(s.last_seq)
+                .bind(s.meta.as_str())
+                .execute(&mut *$conn)
+                .await?;
+        }
+        for p in &$g.pending {
+            sqlx::query(UPSERT_PENDING)
+                .bind(p.id.as_str())
+                .bind(p.session_id.as_str())
+                .bind(p.kind.as_str())
+                .bind(p.created_at)
+                .bind(p.deadline)
+                .bind(p.request.as_str())
+                .bind(p.resolution.as_deref())
+                .execute(&mut *$conn)
+                .await?;
+        }
+        for session_id in &$g.raw_sessions {
+            sqlx::query(PRUNE_RAW)
+                .bind(*session_id)
+                .bind($keep)
+                .execute(&mut *$conn)
+                .await?;
+        }
+    }};
+}
+
+/// Commits `items` in one transaction.
+async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Error> {
+    let g = Grouped::new(items);
+    match pool {
+        Pool::Sqlite(pool) => {
+            let mut tx = pool.begin().await?;
+            sqlite::insert_events(&mut tx, &g.events).await?;
+            sqlite::insert_raw(&mut tx, &g.raw).await?;
+            shared_writes!(tx, g, keep);
+            tx.commit().await
+        }
+        Pool::Postgres(pool) => {
+            let mut tx = pool.begin().await?;
+            postgres::insert_events(&mut tx, &g.events).await?;
+            postgres::insert_raw(&mut tx, &g.raw).await?;
+            shared_writes!(tx, g, keep);
+            tx.commit().await
+        }
+    }
+}
+
+/// The database could not be reached (worth retrying), as opposed to refusing the data.
+fn is_connection_error(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+    )
+}
+
+/// Commits a batch; retries it when the connection failed; when the database refused it,
+/// commits it again in ever smaller parts, in order, so only the refused writes are lost.
+/// On failure returns how many writes were lost and the first error.
+async fn commit_batch(pool: &Pool, items: &[Item], keep: i64) -> Result<(), (usize, sqlx::Error)> {
+    let mut attempt = 0;
+    let error = loop {
+        match commit(pool, items, keep).await {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if is_connection_error(&e)
+                    && !matches!(e, sqlx::Error::PoolClosed)
+                    && attempt < RETRY_DELAYS.len() =>
+            {
+                tracing::warn!(error = %e, writes = items.len(), "store batch failed; retrying");
+                tokio::time::sleep(RETRY_DELAYS[attempt]).await;
+                attempt += 1;
+            }
+            Err(e) => break e,
+        }
+    };
+    if is_connection_error(&error) || items.len() == 1 {
+        return Err((items.len(), error));
+    }
+    tracing::warn!(error = %error, writes = items.len(), "store batch refused; committing it in parts");
+    let mut budget = ISOLATION_BUDGET;
+    let mut lost = 0;
+    let mut first_error = None;
+    // Slices still to commit, next one on top; `false` = not tried on its own yet.
+    let mut stack: Vec<(&[Item], bool)> = vec![(items, true)];
+    while let Some((slice, tried)) = stack.pop() {
+        if !tried {
+            if budget == 0 {
+                lost += slice.len();
+                continue;
+            }
+            budget -= 1;
+            match commit(pool, slice, keep).await {
+                Ok(()) => continue,
+                Err(e) => {
+                    if is_connection_error(&e) {
+                        budget = 0;
+                    }
+                    first_error.get_or_insert(e);
+                    if slice.len() == 1 || budget == 0 {
+                        lost += slice.len();
+                        continue;
+                    }
+                }
+            }
+        }
+        let (left, right) = slice.split_at(slice.len() / 2);
+        stack.push((right, false));
+        stack.push((left, false));
+    }
+    match (lost, first_error) {
+        (0, _) => Ok(()),
+        (lost, e) => Err((lost, e.unwrap_or(error))),
+    }
+}
+
+/// Adds a failure to the error the next `flush()` returns (the first error is kept).
+fn record_failure(unreported: &mut Option<StoreError>, lost_now: usize, error: sqlx::Error) {
+    tracing::error!(error = %error, lost = lost_now, "store write failed: writes were not committed");
+    match unreported {
+        Some(StoreError::Write { lost, .. }) => *lost += lost_now,
+        _ => {
+            *unreported = Some(StoreError::Write {
+                lost: lost_now,
+                source: Arc::new(error),
+            })
+        }
+    }
+}
+
+/// The writer task: runs until every `Store` clone is dropped or `close()` is called.
+pub(crate) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Op>, options: StoreOptions) {
+    let cap = options.max_batch.max(1);
+    let keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
+    let mut unreported: Option<StoreError> = None;
+    let mut items: Vec<Item> = Vec::new();
+    let mut flush_waiters = Vec::new();
+    let mut close_waiters = Vec::new();
+    while let Some(op) = rx.recv().await {
+        let mut next = Some(op);
+        while let Some(op) = next.take() {
+            match op {
+                Op::Write(item) => items.push(item),
+                Op::Flush(tx) => flush_waiters.push(tx),
+                Op::Close(tx) => {
+                    close_waiters.push(tx);
+                    // Refuse new writes; what is already queued is still drained below.
+                    rx.close();
+                }
+            }
+            if items.len() < cap {
+                next = rx.try_recv().ok();
+            }
+        }
+        if !items.is_empty() {
+            let started = std::time::Instant::now();
+            if let Err((lost, error)) = commit_batch(&pool, &items, keep).await {
+                record_failure(&mut unreported, lost, error);
+            }
+            tracing::trace!(writes = items.len(), elapsed = ?started.elapsed(), "store batch committed");
+            items.clear();
+        }
+        if !flush_waiters.is_empty() {
+            let result = unreported.take().map_or(Ok(()), Err);
+            for waiter in flush_waiters.drain(..) {
+                let _ = waiter.send(result.clone());
+            }
+        }
+    }
+    let result = unreported.take().map_or(Ok(()), Err);
+    if let Err(e) = &result
+        && close_waiters.is_empty()
+    {
+        tracing::error!(error = %e, "store writer stopped with an unreported write error");
+    }
+    for waiter in close_waiters {
+        let _ = waiter.send(result.clone());
+    }
+}
