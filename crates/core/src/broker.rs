@@ -1,0 +1,402 @@
+//! The broker: every request Codex makes of a human (or of a caller-defined tool) becomes a
+//! pending request with an unguessable id and a deadline. Any front may answer; the first
+//! answer wins. Unanswered requests are resolved fail-closed when their deadline passes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use codex_relay_codex::{AppServer, IncomingRequest, Responder};
+use codex_relay_protocol::v2::{ServerRequest, UserInput};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::answer::{self, APPROVAL_OPTIONS, PendingKind};
+use crate::error::RelayError;
+use crate::event::Ev;
+use crate::ids::{now_ms, random_id};
+use crate::session::SessionShared;
+use crate::store::{PendingRecord, Store};
+
+/// A pending request as every front sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingView {
+    pub id: String,
+    pub session_id: String,
+    pub kind: PendingKind,
+    /// One sentence a person can answer.
+    pub question: String,
+    /// The answers it takes.
+    pub options: Vec<String>,
+    /// command, cwd, reason, diff, tool, arguments, questions, ... as the kind has them.
+    pub details: Value,
+    pub turn: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds; answered fail-closed then.
+    pub deadline: i64,
+}
+
+/// How a pending request ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resolution {
+    pub id: String,
+    pub decision: String,
+    /// Who answered: a front's name, `timeout`, `codex-exit`, `session-closed`, `relay-restart`.
+    pub by: String,
+    pub reason: Option<String>,
+}
+
+struct Entry {
+    view: PendingView,
+    responder: Responder,
+    session: Arc<SessionShared>,
+    server: Weak<AppServer>,
+}
+
+const REMEMBERED_RESOLUTIONS: usize = 4096;
+
+#[derive(Default)]
+struct State {
+    open: HashMap<String, Entry>,
+    resolved: VecDeque<Resolution>,
+}
+
+/// Shared by every session of one relay.
+#[derive(Clone)]
+pub struct Broker {
+    state: Arc<Mutex<State>>,
+    timeout: Duration,
+    store: Store,
+}
+
+impl Broker {
+    pub fn new(timeout: Duration, store: Store) -> Self {
+        Self {
+            state: Arc::default(),
+            timeout,
+            store,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a request Codex made in `session`; returns at once.
+    pub fn open(
+        &self,
+        session: &Arc<SessionShared>,
+        server: &Arc<AppServer>,
+        incoming: IncomingRequest,
+    ) -> PendingView {
+        let request = incoming.request();
+        let now = now_ms();
+        let view = describe(
+            request,
+            random_id("req_"),
+            session.id.clone(),
+            now,
+            now + self.timeout.as_millis() as i64,
+        );
+        self.store.upsert_pending(PendingRecord {
+            id: view.id.clone(),
+            session_id: view.session_id.clone(),
+            kind: view.kind.as_str().into(),
+            created_at: view.created_at,
+            deadline: view.deadline,
+            request: serde_json::to_string(&view).unwrap_or_default(),
+            resolution: None,
+        });
+        let entry = Entry {
+            view: view.clone(),
+            responder: incoming.responder,
+            session: session.clone(),
+            server: Arc::downgrade(server),
+        };
+        self.lock().open.insert(view.id.clone(), entry);
+        session.add_pending(view.clone());
+        let broker = self.clone();
+        let id = view.id.clone();
+        let timeout = self.timeout;
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            broker.fail_closed(&id, "timeout", "nobody answered before the deadline");
+        });
+        view
+    }
+
+    /// Answers a pending request. The first answer wins; later ones get `AlreadyResolved`.
+    pub async fn answer(
+        &self,
+        session_id: &str,
+        id: &str,
+        answers: &[String],
+        by: &str,
+    ) -> Result<Resolution, RelayError> {
+        let (entry, reply) = {
+            let mut st = self.lock();
+            let Some(entry) = st.open.get(id).filter(|e| e.view.session_id == session_id) else {
+                return Err(match st.resolved.iter().find(|r| r.id == id) {
+                    Some(r) => RelayError::AlreadyResolved {
+                        id: id.into(),
+                        decision: r.decision.clone(),
+                        by: r.by.clone(),
+                    },
+                    None => RelayError::UnknownRequest {
+                        session: session_id.into(),
+                        request: id.into(),
+                    },
+                });
+            };
+            let reply = answer::parse(entry.responder.request(), answers).map_err(|message| {
+                RelayError::InvalidAnswer {
+                    id: id.into(),
+                    message,
+                }
+            })?;
+            (st.open.remove(id).expect("present"), reply)
+        };
+        // A denial's reason goes to the model as input to the running turn, ahead of the
+        // decline, so the model's next request carries both.
+        if let (Some(reason), Some(server), Some(turn)) =
+            (&reply.reason, entry.server.upgrade(), &entry.view.turn)
+        {
+            let text = format!(
+                "I denied this request ({}). Reason: {reason}",
+                entry.view.question
+            );
+            if let Err(e) = server
+                .steer(&entry.session.id, turn, &[UserInput::text(text)])
+                .await
+            {
+                tracing::warn!(session = %entry.session.id, "could not pass the denial reason to the model: {e}");
+            }
+        }
+        let Entry {
+            view,
+            responder,
+            session,
+            ..
+        } = entry;
+        if !responder.respond(reply.result) {
+            tracing::warn!(id, "the answer could not be sent: Codex is gone");
+        }
+        let resolution = Resolution {
+            id: id.into(),
+            decision: reply.decision,
+            by: by.into(),
+            reason: reply.reason,
+        };
+        self.record_parts(&view, &session, &resolution);
+        Ok(resolution)
+    }
+
+    /// Resolves one request fail-closed (decline / error) if it is still open.
+    pub fn fail_closed(&self, id: &str, by: &str, why: &str) {
+        let Some(entry) = self.lock().open.remove(id) else {
+            return;
+        };
+        self.finish_fail_closed(entry, by, why);
+    }
+
+    /// Resolves every open request of a session fail-closed.
+    pub fn fail_session(&self, session_id: &str, by: &str, why: &str) {
+        let entries: Vec<Entry> = {
+            let mut st = self.lock();
+            let ids: Vec<String> = st
+                .open
+                .iter()
+                .filter(|(_, e)| e.view.session_id == session_id)
+                .map(|(k, _)| k.clone())
+                .collect();
+            ids.iter().filter_map(|id| st.open.remove(id)).collect()
+        };
+        for entry in entries {
+            self.finish_fail_closed(entry, by, why);
+        }
+    }
+
+    fn finish_fail_closed(&self, entry: Entry, by: &str, why: &str) {
+        let decision = if entry.responder.request().fail_closed(why).is_ok() {
+            "deny"
+        } else {
+            "error"
+        };
+        let Entry {
+            view,
+            responder,
+            session,
+            server,
+        } = entry;
+        responder.fail_closed(why);
+        let resolution = Resolution {
+            id: view.id.clone(),
+            decision: decision.into(),
+            by: by.into(),
+            reason: Some(why.into()),
+        };
+        self.record_parts(&view, &session, &resolution);
+        drop(server);
+    }
+
+    fn record_parts(&self, view: &PendingView, session: &Arc<SessionShared>, r: &Resolution) {
+        self.store.upsert_pending(PendingRecord {
+            id: view.id.clone(),
+            session_id: view.session_id.clone(),
+            kind: view.kind.as_str().into(),
+            created_at: view.created_at,
+            deadline: view.deadline,
+            request: serde_json::to_string(view).unwrap_or_default(),
+            resolution: Some(serde_json::to_string(r).unwrap_or_default()),
+        });
+        session.remove_pending(
+            &r.id,
+            Ev::RequestResolved {
+                id: r.id.clone(),
+                decision: r.decision.clone(),
+                by: r.by.clone(),
+                reason: r.reason.clone(),
+            },
+        );
+        let mut st = self.lock();
+        st.resolved.push_back(r.clone());
+        while st.resolved.len() > REMEMBERED_RESOLUTIONS {
+            st.resolved.pop_front();
+        }
+    }
+
+    /// Open requests, optionally of one session.
+    pub fn pending(&self, session_id: Option<&str>) -> Vec<PendingView> {
+        let st = self.lock();
+        let mut out: Vec<PendingView> = st
+            .open
+            .values()
+            .filter(|e| session_id.is_none_or(|s| e.view.session_id == s))
+            .map(|e| e.view.clone())
+            .collect();
+        out.sort_by_key(|v| v.created_at);
+        out
+    }
+
+    /// Remembers a resolution made outside the broker (pending requests found in the store
+    /// after a restart), so later answers get `AlreadyResolved`.
+    pub(crate) fn remember(&self, r: Resolution) {
+        self.lock().resolved.push_back(r);
+    }
+}
+
+/// The human-readable form of a request.
+fn describe(
+    request: &ServerRequest,
+    id: String,
+    session_id: String,
+    created_at: i64,
+    deadline: i64,
+) -> PendingView {
+    let kind = PendingKind::of(request);
+    let approval_options = || {
+        APPROVAL_OPTIONS
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
+    let (question, options, details, turn) = match request {
+        ServerRequest::CommandApproval(p) => {
+            let cmd = p.command.clone().unwrap_or_default();
+            (
+                format!("Allow Codex to run `{cmd}`?"),
+                approval_options(),
+                json!({"command": cmd, "cwd": p.cwd, "reason": p.reason, "itemId": p.item_id}),
+                Some(p.turn_id.clone()),
+            )
+        }
+        ServerRequest::FileChangeApproval(p) => (
+            match &p.reason {
+                Some(r) => format!("Allow Codex to change files? ({r})"),
+                None => "Allow Codex to change files?".to_owned(),
+            },
+            approval_options(),
+            json!({"reason": p.reason, "grantRoot": p.grant_root, "itemId": p.item_id}),
+            Some(p.turn_id.clone()),
+        ),
+        ServerRequest::PermissionsApproval(p) => (
+            format!(
+                "Grant Codex more permissions?{}",
+                p.reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+            approval_options(),
+            json!({"permissions": p.permissions, "cwd": p.cwd, "reason": p.reason}),
+            Some(p.turn_id.clone()),
+        ),
+        ServerRequest::UserInput(p) => {
+            let question = p
+                .questions
+                .iter()
+                .map(|q| q.question.as_str())
+                .collect::<Vec<_>>()
+                .join(" / ");
+            let options = p
+                .questions
+                .first()
+                .and_then(|q| q.options.as_ref())
+                .map(|os| os.iter().map(|o| o.label.clone()).collect())
+                .unwrap_or_default();
+            (
+                question,
+                options,
+                json!({"questions": p.questions}),
+                Some(p.turn_id.clone()),
+            )
+        }
+        ServerRequest::McpElicitation(v) => (
+            v.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("An MCP server asks for input")
+                .to_owned(),
+            approval_options(),
+            v.clone(),
+            v.get("turnId").and_then(Value::as_str).map(str::to_owned),
+        ),
+        ServerRequest::ToolCall(p) => (
+            format!(
+                "Codex called the tool `{}`; answer with its output (or `error: ...`)",
+                p.tool
+            ),
+            Vec::new(),
+            json!({"tool": p.tool, "arguments": p.arguments, "callId": p.call_id}),
+            Some(p.turn_id.clone()),
+        ),
+        ServerRequest::ChatgptAuthRefresh(v) => (
+            "Codex asks for fresh ChatGPT tokens (answer with JSON)".into(),
+            vec![],
+            v.clone(),
+            None,
+        ),
+        ServerRequest::Unknown { method, params } => (
+            format!("Codex sent `{method}` (answer with JSON)"),
+            vec![],
+            json!({"method": method, "params": params}),
+            params
+                .get("turnId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        ),
+    };
+    PendingView {
+        id,
+        session_id,
+        kind,
+        question,
+        options,
+        details,
+        turn,
+        created_at,
+        deadline,
+    }
+}

@@ -1,0 +1,54 @@
+//! Errors the engine gives its fronts; each message says what to do.
+
+use codex_relay_codex::{PeerError, StartError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("unknown session {0:?}: use a session id from codex_list (or a Codex thread id)")]
+    UnknownSession(String),
+    #[error(
+        "unknown request {request:?} in session {session:?}: it may belong to another session; see the session's pending requests"
+    )]
+    UnknownRequest { session: String, request: String },
+    #[error("request {id} was already resolved ({decision} by {by})")]
+    AlreadyResolved {
+        id: String,
+        decision: String,
+        by: String,
+    },
+    #[error("that answer does not fit request {id}: {message}")]
+    InvalidAnswer { id: String, message: String },
+    #[error("{max} sessions are already open (MAX_SESSIONS); close one, or raise the limit")]
+    TooManySessions { max: usize },
+    #[error("session {0} is closed")]
+    Closed(String),
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    #[error("Codex could not be started: {0}")]
+    Start(#[from] StartError),
+    #[error("Codex refused or failed: {0}")]
+    Codex(#[from] PeerError),
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl RelayError {
+    /// A failed `thread/resume`: Codex does not know the id (→ `UnknownSession`), or
+    /// something else went wrong (kept as the Codex error).
+    pub(crate) fn from_resume(id: &str, e: PeerError) -> Self {
+        let text = e.to_string().to_ascii_lowercase();
+        let unknown = [
+            "no rollout",
+            "not found",
+            "invalid thread",
+            "invalid session id",
+            "unknown thread",
+            "no thread",
+        ];
+        if matches!(e, PeerError::Rpc { .. }) && unknown.iter().any(|u| text.contains(u)) {
+            RelayError::UnknownSession(id.to_owned())
+        } else {
+            RelayError::Codex(e)
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The session-protocol event model every front speaks: an envelope with a contiguous `seq`
+//! around one event (`ev`), the seven base kinds plus codex-relay's extensions.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who an event is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Agent,
+    /// The relay itself (status, pending requests, errors).
+    System,
+}
+
+/// One entry of a session's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Unique id of the event: `<session>:<seq>`.
+    pub id: String,
+    /// 1, 2, 3, ... per session, without gaps.
+    pub seq: u64,
+    /// Unix milliseconds.
+    pub time: i64,
+    pub role: Role,
+    /// The Codex turn the event belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+    /// The tool call that spawned this (sub-agent) event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoke: Option<String>,
+    pub ev: Ev,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnEndStatus {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolEndStatus {
+    Completed,
+    Failed,
+    Declined,
+}
+
+/// Token counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub output_tokens: i64,
+    pub reasoning_output_tokens: i64,
+    pub total_tokens: i64,
+}
+
+/// The event itself, tagged by `t`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "kebab-case")]
+pub enum Ev {
+    /// Text from the user or the agent; `thinking` marks reasoning.
+    Text {
+        text: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        thinking: bool,
+    },
+    /// A tool call began (a command, a patch, a dynamic or MCP tool).
+    ToolCallStart {
+        call: String,
+        name: String,
+        title: String,
+        description: String,
+        args: Value,
+    },
+    /// A tool call ended.
+    ToolCallEnd {
+        call: String,
+        status: ToolEndStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i64>,
+    },
+    /// A file the agent changed (`kind`: add, delete, update), with its diff.
+    File {
+        path: String,
+        kind: String,
+        diff: String,
+    },
+    /// An image the user sent or the agent produced.
+    Photo {
+        url: String,
+    },
+    TurnStart {},
+    TurnEnd {
+        status: TurnEndStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    // --- codex-relay extensions (docs/EVENTS.md) ---
+    /// Codex asked something (an approval, a question, a tool call); see [`crate::broker`].
+    RequestOpened {
+        request: Value,
+    },
+    /// A pending request was answered: by a front, by its timeout, or because Codex went away.
+    RequestResolved {
+        id: String,
+        decision: String,
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Token usage after a model call: thread totals and the last call.
+    Usage {
+        total: Usage,
+        last: Usage,
+    },
+    /// The session's status changed.
+    Status {
+        status: String,
+    },
+    /// Something went wrong; `retrying` means Codex is retrying on its own.
+    Error {
+        message: String,
+        #[serde(default)]
+        retrying: bool,
+    },
+    /// The agent's plan.
+    Plan {
+        steps: Value,
+    },
+    /// A Codex notification codex-relay does not map (kept raw, never dropped).
+    Codex {
+        method: String,
+        params: Value,
+    },
+}
+
+impl Ev {
+    /// The `t` tag.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Ev::Text { .. } => "text",
+            Ev::ToolCallStart { .. } => "tool-call-start",
+            Ev::ToolCallEnd { .. } => "tool-call-end",
+            Ev::File { .. } => "file",
+            Ev::Photo { .. } => "photo",
+            Ev::TurnStart {} => "turn-start",
+            Ev::TurnEnd { .. } => "turn-end",
+            Ev::RequestOpened { .. } => "request-opened",
+            Ev::RequestResolved { .. } => "request-resolved",
+            Ev::Usage { .. } => "usage",
+            Ev::Status { .. } => "status",
+            Ev::Error { .. } => "error",
+            Ev::Plan { .. } => "plan",
+            Ev::Codex { .. } => "codex",
+        }
+    }
+}
+
+/// Live-only streaming text: not stored and not numbered; the completed item that follows is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delta {
+    pub turn: String,
+    pub item: String,
+    /// `text`, `thinking` or `output` (command output).
+    pub stream: String,
+    pub delta: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn envelopes_serialize_in_the_session_protocol_shape() {
+        let env = Envelope {
+            id: "s1:3".into(),
+            seq: 3,
+            time: 1,
+            role: Role::Agent,
+            turn: Some("u1".into()),
+            invoke: None,
+            ev: Ev::Text {
+                text: "hi".into(),
+                thinking: false,
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(&env).unwrap(),
+            json!({"id": "s1:3", "seq": 3, "time": 1, "role": "agent", "turn": "u1", "ev": {"t": "text", "text": "hi"}})
+        );
+        let end: Ev =
+            serde_json::from_value(json!({"t": "turn-end", "status": "cancelled"})).unwrap();
+        assert_eq!(
+            end,
+            Ev::TurnEnd {
+                status: TurnEndStatus::Cancelled,
+                error: None
+            }
+        );
+        assert_eq!(end.kind(), "turn-end");
+    }
+}

@@ -1,0 +1,32 @@
+//! The sessions engine every front (MCP, HTTP/SSE, library, CLI) calls.
+//!
+//! - [`relay`]: one `codex app-server` serving many sessions; create, say (start or steer),
+//!   interrupt, close, status, events since a cursor, long-poll waits, answers, listing.
+//! - [`session`]: an actor per session and the state fronts read (log, status, pending).
+//! - [`broker`] and [`answer`]: pending approvals, questions and tool calls; first answer wins;
+//!   unanswered ones are resolved fail-closed at their deadline.
+//! - [`event`] and [`mapper`]: the session-protocol event model and the one place that maps
+//!   Codex notifications into it (see docs/EVENTS.md).
+//! - [`store`]: SQLite or Postgres, batched writes (see docs/STORE.md).
+//! - [`modes`]: permission modes → approval policy + sandbox.
+
+pub mod answer;
+pub mod broker;
+pub mod discovery;
+pub mod error;
+pub mod event;
+mod ids;
+pub mod mapper;
+pub mod modes;
+mod recovery;
+pub mod relay;
+pub mod session;
+pub mod store;
+
+pub use broker::{PendingView, Resolution};
+pub use discovery::{ListFilter, ListedSession};
+pub use error::RelayError;
+pub use event::{Envelope, Ev, Role};
+pub use modes::PermissionMode;
+pub use relay::{CreateOptions, DynamicTool, Relay, RelayConfig, ToolHandler};
+pub use session::{SayInput, SayOutcome, SessionHandle, SessionSnapshot, SessionStatus};

@@ -1,0 +1,453 @@
+//! The relay: one `codex app-server` (restarted on demand) serving many sessions, the broker,
+//! the store, and the API every front calls.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use codex_relay_codex::{AppServer, AppServerConfig};
+use codex_relay_protocol::v2::{ApprovalPolicy, DynamicToolSpec, SandboxMode, ThreadStartParams};
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use crate::broker::{Broker, PendingView, Resolution};
+use crate::error::RelayError;
+use crate::event::{Envelope, Ev, Role};
+use crate::modes::PermissionMode;
+use crate::session::{
+    Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
+};
+use crate::store::Store;
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    pub codex: AppServerConfig,
+    /// A SQLite path or URL, or a Postgres URL.
+    pub store: String,
+    /// Sessions open at once in this relay (MAX_SESSIONS).
+    pub max_sessions: usize,
+    /// How long a pending request waits before it is resolved fail-closed (APPROVAL_TIMEOUT_MS).
+    pub approval_timeout: Duration,
+    /// Events per session kept in memory; older ones are read from the store (EVENT_BUFFER_SIZE).
+    pub event_buffer: usize,
+}
+
+impl RelayConfig {
+    pub fn new(codex: AppServerConfig, store: impl Into<String>) -> Self {
+        Self {
+            codex,
+            store: store.into(),
+            max_sessions: 32,
+            approval_timeout: Duration::from_millis(300_000),
+            event_buffer: 1000,
+        }
+    }
+}
+
+/// A caller-defined tool answered in-process.
+pub trait ToolHandler: Send + Sync {
+    /// Runs the tool; `Err` is reported to the model as a failed call.
+    fn call(&self, arguments: Value) -> BoxFuture<'static, Result<String, String>>;
+}
+
+/// A dynamic tool: offered to the model; answered by `handler`, or (without one) through the
+/// broker like any other pending request.
+#[derive(Clone)]
+pub struct DynamicTool {
+    pub spec: DynamicToolSpec,
+    pub handler: Option<Arc<dyn ToolHandler>>,
+}
+
+/// How to create a session. Optional values reach Codex only when given.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateOptions {
+    /// The first message; without it the session starts idle.
+    pub prompt: Option<String>,
+    pub images: Vec<String>,
+    pub cwd: Option<String>,
+    pub model: Option<String>,
+    pub approval_policy: Option<ApprovalPolicy>,
+    pub sandbox: Option<SandboxMode>,
+    /// Sets approval policy and sandbox together (explicit values above win).
+    pub mode: Option<PermissionMode>,
+    pub base_instructions: Option<String>,
+    pub developer_instructions: Option<String>,
+    /// Codex config overrides (`-c` keys), e.g. `{"model_reasoning_effort": "low"}`.
+    pub config: Option<Map<String, Value>>,
+    /// JSON schema for the first turn's final message.
+    pub output_schema: Option<Value>,
+    #[serde(skip)]
+    pub dynamic_tools: Vec<DynamicTool>,
+}
+
+pub(crate) struct RelayInner {
+    pub config: RelayConfig,
+    pub store: Store,
+    pub broker: Broker,
+    server: tokio::sync::Mutex<Option<Arc<AppServer>>>,
+    sessions: Mutex<HashMap<String, SessionHandle>>,
+    live: Mutex<HashSet<String>>,
+}
+
+/// The engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Relay {
+    pub(crate) inner: Arc<RelayInner>,
+}
+
+impl RelayInner {
+    /// The running app-server, started (or restarted after it died) on demand.
+    pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
+        let mut slot = self.server.lock().await;
+        if let Some(s) = slot.as_ref()
+            && s.peer().closed().is_none()
+        {
+            return Ok(s.clone());
+        }
+        if slot.is_some() {
+            tracing::warn!("codex app-server is gone; starting a new one");
+        }
+        let server = Arc::new(AppServer::start(self.config.codex.clone()).await?);
+        *slot = Some(server.clone());
+        Ok(server)
+    }
+
+    fn claim_slot(&self, id: &str) -> Result<(), RelayError> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if live.contains(id) {
+            return Ok(());
+        }
+        if live.len() >= self.config.max_sessions {
+            return Err(RelayError::TooManySessions {
+                max: self.config.max_sessions,
+            });
+        }
+        live.insert(id.to_owned());
+        Ok(())
+    }
+
+    pub(crate) fn release_slot(&self, id: &str) {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    pub(crate) fn is_live(&self, id: &str) -> bool {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(id)
+    }
+
+    pub(crate) fn session_ended(&self, id: &str) {
+        self.release_slot(id);
+    }
+
+    fn get(&self, id: &str) -> Option<SessionHandle> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    pub(crate) fn handles(&self) -> Vec<SessionHandle> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+impl Relay {
+    /// Opens the store, brings back every stored session (dormant until the next `say`), and
+    /// resolves requests left pending by a previous run as declined.
+    pub async fn open(config: RelayConfig) -> Result<Relay, RelayError> {
+        let store = Store::open(&config.store).await?;
+        let broker = Broker::new(config.approval_timeout, store.clone());
+        let inner = Arc::new(RelayInner {
+            config,
+            store,
+            broker,
+            server: tokio::sync::Mutex::new(None),
+            sessions: Mutex::new(HashMap::new()),
+            live: Mutex::new(HashSet::new()),
+        });
+        let relay = Relay { inner };
+        crate::recovery::restore(&relay).await?;
+        Ok(relay)
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The running app-server (started if needed).
+    pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
+        self.inner.server().await
+    }
+
+    pub(crate) fn spawn_session(
+        &self,
+        shared: Arc<SessionShared>,
+        server: Option<Arc<AppServer>>,
+        tools: &[DynamicTool],
+    ) -> SessionHandle {
+        let (tx, rx) = mpsc::channel(64);
+        let sub = server.as_ref().map(|s| s.subscribe_thread(&shared.id));
+        let actor = Actor {
+            shared: shared.clone(),
+            relay: Arc::downgrade(&self.inner),
+            cmds: rx,
+            server,
+            sub,
+            tools: tools
+                .iter()
+                .filter_map(|t| Some((t.spec.name.clone(), t.handler.clone()?)))
+                .collect(),
+        };
+        tokio::spawn(actor.run());
+        let handle = SessionHandle { shared, cmds: tx };
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(handle.id().to_owned(), handle.clone());
+        handle
+    }
+
+    /// Creates a session (a new Codex thread) and, given a prompt, starts its first turn.
+    pub async fn create(
+        &self,
+        opts: CreateOptions,
+    ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
+        if self
+            .inner
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+            >= self.inner.config.max_sessions
+        {
+            return Err(RelayError::TooManySessions {
+                max: self.inner.config.max_sessions,
+            });
+        }
+        let server = self.server().await?;
+        let (mut policy, mut sandbox) = (opts.approval_policy, opts.sandbox);
+        if let Some(mode) = opts.mode {
+            let (p, s) = mode.settings(server.version());
+            policy = policy.or(Some(p));
+            sandbox = sandbox.or(Some(s));
+        }
+        let params = ThreadStartParams {
+            model: opts.model.clone(),
+            cwd: opts.cwd.clone(),
+            approval_policy: policy,
+            sandbox,
+            config: opts.config.clone(),
+            base_instructions: opts.base_instructions.clone(),
+            developer_instructions: opts.developer_instructions.clone(),
+            dynamic_tools: (!opts.dynamic_tools.is_empty())
+                .then(|| opts.dynamic_tools.iter().map(|t| t.spec.clone()).collect()),
+            ..Default::default()
+        };
+        let started = server.thread_start(&params).await?;
+        let id = started.thread.id.clone();
+        self.inner.claim_slot(&id)?;
+        let mut stored_opts = serde_json::to_value(&opts).unwrap_or(json!({}));
+        stored_opts["approvalPolicy"] = json!(policy);
+        stored_opts["sandbox"] = json!(sandbox);
+        stored_opts["cwd"] = json!(opts.cwd.clone().or(started.cwd.clone()));
+        let meta = json!({"options": stored_opts, "tools": opts.dynamic_tools.iter().map(|t| &t.spec.name).collect::<Vec<_>>()});
+        let state = SessionShared::fresh_state(
+            opts.cwd.clone().or(started.cwd.clone()),
+            opts.model.clone().or(started.model.clone()),
+            meta,
+        );
+        let shared = SessionShared::new(
+            id.clone(),
+            self.inner.store.clone(),
+            self.inner.config.event_buffer,
+            state,
+        );
+        shared.persist();
+        let handle = self.spawn_session(shared, Some(server), &opts.dynamic_tools);
+        let first = match &opts.prompt {
+            Some(prompt) => Some(
+                handle
+                    .say(SayInput {
+                        text: prompt.clone(),
+                        images: opts.images.clone(),
+                        output_schema: opts.output_schema.clone(),
+                    })
+                    .await?,
+            ),
+            None => None,
+        };
+        Ok((handle, first))
+    }
+
+    /// A session by id: one of ours (live or restored), or any Codex thread id, which is
+    /// resumed into this relay.
+    pub async fn session(&self, id: &str) -> Result<SessionHandle, RelayError> {
+        if let Some(h) = self.inner.get(id) {
+            return Ok(h);
+        }
+        if id.trim().is_empty() {
+            return Err(RelayError::UnknownSession(id.to_owned()));
+        }
+        self.inner.claim_slot(id)?;
+        let server = self.server().await?;
+        let probe = codex_relay_protocol::v2::ThreadResumeParams {
+            thread_id: id.to_owned(),
+            ..Default::default()
+        };
+        if let Err(e) = server
+            .call::<codex_relay_protocol::v2::ThreadResume>(&probe)
+            .await
+        {
+            self.inner.release_slot(id);
+            tracing::debug!(id, "thread/resume failed: {e}");
+            return Err(RelayError::from_resume(id, e));
+        }
+        let state = SessionShared::fresh_state(
+            None,
+            None,
+            json!({"options": {}, "resumedFromCodex": true}),
+        );
+        let shared = SessionShared::new(
+            id.to_owned(),
+            self.inner.store.clone(),
+            self.inner.config.event_buffer,
+            state,
+        );
+        shared.persist();
+        Ok(self.spawn_session(shared, Some(server), &[]))
+    }
+
+    fn known(&self, id: &str) -> Result<SessionHandle, RelayError> {
+        self.inner
+            .get(id)
+            .ok_or_else(|| RelayError::UnknownSession(id.to_owned()))
+    }
+
+    /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
+    pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
+        let handle = self.session(id).await?;
+        if handle.shared.status() == SessionStatus::Closed || !self.is_live(id) {
+            self.inner.claim_slot(id)?;
+        }
+        handle.say(input).await
+    }
+
+    fn is_live(&self, id: &str) -> bool {
+        self.inner.is_live(id)
+    }
+
+    pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {
+        self.known(id)?.interrupt().await
+    }
+
+    /// Ends a session; `force` does not wait for the running turn to stop.
+    pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
+        let handle = self.known(id)?;
+        let result = handle.close(force).await;
+        self.inner.release_slot(id);
+        result
+    }
+
+    pub fn status(&self, id: &str) -> Result<SessionSnapshot, RelayError> {
+        Ok(self.known(id)?.snapshot())
+    }
+
+    /// Events with `seq > after`, oldest first, from memory or the store.
+    pub async fn events(
+        &self,
+        id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Envelope>, RelayError> {
+        let handle = self.known(id)?;
+        if let Some(events) = handle.shared.events_in_memory(after, limit) {
+            return Ok(events);
+        }
+        // Older than the in-memory window: the store has them, unless they are still queued.
+        let wanted = (after + limit as u64).min(handle.shared.last_seq());
+        let mut rows = self
+            .inner
+            .store
+            .events(id, after as i64, limit as i64)
+            .await?;
+        if rows.last().map_or(0, |r| r.seq as u64) < wanted {
+            self.inner.store.flush().await?;
+            rows = self
+                .inner
+                .store
+                .events(id, after as i64, limit as i64)
+                .await?;
+        }
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| serde_json::from_str(&r.json).ok())
+            .collect())
+    }
+
+    /// Long-poll: waits until the session logs past `after` or changes status.
+    pub async fn wait(&self, id: &str, after: u64, timeout: Duration) -> Result<bool, RelayError> {
+        Ok(self.known(id)?.wait(after, timeout).await)
+    }
+
+    /// Answers a pending request; the first answer wins.
+    pub async fn respond(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answers: &[String],
+        by: &str,
+    ) -> Result<Resolution, RelayError> {
+        self.known(session_id)?;
+        self.inner
+            .broker
+            .answer(session_id, request_id, answers, by)
+            .await
+    }
+
+    pub fn pending(&self, session_id: Option<&str>) -> Vec<PendingView> {
+        self.inner.broker.pending(session_id)
+    }
+
+    /// Sessions of this relay.
+    pub fn sessions(&self) -> Vec<SessionSnapshot> {
+        self.inner.handles().iter().map(|h| h.snapshot()).collect()
+    }
+
+    /// Stops Codex (the whole process group) and flushes the store.
+    pub async fn shutdown(&self) {
+        for h in self.inner.handles() {
+            self.inner
+                .broker
+                .fail_session(h.id(), "relay-shutdown", "the relay is shutting down");
+        }
+        if let Some(server) = self.inner.server.lock().await.take() {
+            server.shutdown(Duration::from_secs(2)).await;
+        }
+        if let Err(e) = self.inner.store.flush().await {
+            tracing::error!("flushing the store at shutdown failed: {e}");
+        }
+    }
+
+    /// Appends an event to a session from outside Codex (used by recovery).
+    pub(crate) fn note(&self, id: &str, ev: Ev) {
+        if let Some(h) = self.inner.get(id) {
+            h.shared.append(Role::System, None, ev);
+        }
+    }
+}

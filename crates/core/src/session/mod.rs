@@ -1,0 +1,137 @@
+//! A session: a Codex thread plus our state, run by its own actor. [`SessionHandle`] is the
+//! cheap handle fronts use; [`SessionShared`] holds the log and the status they read.
+
+mod actor;
+mod shared;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use codex_relay_protocol::v2::UserInput;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+pub(crate) use actor::{Actor, Command};
+pub use shared::{SessionShared, SessionSnapshot, SessionStatus};
+
+use crate::error::RelayError;
+
+/// What `say` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "camelCase")]
+pub enum SayOutcome {
+    /// The session was idle: a new turn started.
+    #[serde(rename_all = "camelCase")]
+    Started { turn_id: String },
+    /// A turn was running: the message was added to it (`turn/steer`).
+    #[serde(rename_all = "camelCase")]
+    Steered { turn_id: String },
+}
+
+impl SayOutcome {
+    pub fn turn_id(&self) -> &str {
+        match self {
+            SayOutcome::Started { turn_id } | SayOutcome::Steered { turn_id } => turn_id,
+        }
+    }
+}
+
+/// One message to a session.
+#[derive(Debug, Clone, Default)]
+pub struct SayInput {
+    pub text: String,
+    /// Image URLs (`http(s):`, `data:`) or local paths.
+    pub images: Vec<String>,
+    /// JSON schema for this turn's final message (ignored when steering).
+    pub output_schema: Option<Value>,
+}
+
+impl SayInput {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn to_input(&self) -> Vec<UserInput> {
+        let mut out = vec![UserInput::text(self.text.clone())];
+        for img in &self.images {
+            if img.starts_with("http://") || img.starts_with("https://") || img.starts_with("data:")
+            {
+                out.push(UserInput::Image { url: img.clone() });
+            } else {
+                out.push(UserInput::LocalImage { path: img.clone() });
+            }
+        }
+        out
+    }
+}
+
+/// A cheap handle to one session's actor and state.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(crate) shared: Arc<SessionShared>,
+    pub(crate) cmds: mpsc::Sender<Command>,
+}
+
+impl SessionHandle {
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    pub fn shared(&self) -> &Arc<SessionShared> {
+        &self.shared
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, RelayError>>) -> Command,
+    ) -> Result<T, RelayError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmds
+            .send(make(tx))
+            .await
+            .map_err(|_| RelayError::Closed(self.id().to_owned()))?;
+        rx.await
+            .map_err(|_| RelayError::Closed(self.id().to_owned()))?
+    }
+
+    /// Starts a turn, or steers the running one.
+    pub async fn say(&self, input: SayInput) -> Result<SayOutcome, RelayError> {
+        self.ask(|reply| Command::Say { input, reply }).await
+    }
+
+    /// Interrupts the running turn; `false` when none was running. The session stays usable.
+    pub async fn interrupt(&self) -> Result<bool, RelayError> {
+        self.ask(|reply| Command::Interrupt { reply }).await
+    }
+
+    /// Ends the session: interrupts a running turn (or, with `force`, does not wait for it),
+    /// resolves its pending requests fail-closed, and stops its actor.
+    pub async fn close(&self, force: bool) -> Result<(), RelayError> {
+        self.ask(|reply| Command::Close { force, reply }).await
+    }
+
+    pub fn snapshot(&self) -> SessionSnapshot {
+        self.shared.snapshot()
+    }
+
+    /// Waits until the log grows past `after_seq` (or the status changes), at most `timeout`.
+    /// Returns true if something changed.
+    pub async fn wait(&self, after_seq: u64, timeout: Duration) -> bool {
+        let mut rx = self.shared.subscribe_changes();
+        let status = self.shared.status();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.shared.last_seq() > after_seq || self.shared.status() != status {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) | Err(_) => return self.shared.last_seq() > after_seq,
+            }
+        }
+    }
+}

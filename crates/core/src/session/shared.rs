@@ -1,0 +1,515 @@
+//! A session's shared state: its event log (contiguous seq, bounded memory, written through to
+//! the store), its derived status, and the channels fronts wait on.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+
+use crate::answer::PendingKind;
+use crate::broker::PendingView;
+use crate::event::{Delta, Envelope, Ev, Role, TurnEndStatus, Usage};
+use crate::ids::now_ms;
+use crate::store::{SessionRecord, Store, StoredEvent};
+
+/// Where a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// A turn is running.
+    Active,
+    /// A turn waits for an approval.
+    AwaitingApproval,
+    /// A turn waits for an answer to a question or a tool call.
+    AwaitingInput,
+    /// No turn is running; the last one completed (or there was none yet).
+    Idle,
+    /// The last turn was interrupted.
+    Interrupted,
+    /// The last turn failed, or Codex died under it.
+    Error,
+    /// Closed; it takes no more input.
+    Closed,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Active => "active",
+            SessionStatus::AwaitingApproval => "awaiting_approval",
+            SessionStatus::AwaitingInput => "awaiting_input",
+            SessionStatus::Idle => "idle",
+            SessionStatus::Interrupted => "interrupted",
+            SessionStatus::Error => "error",
+            SessionStatus::Closed => "closed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(Value::String(s.to_owned())).ok()
+    }
+
+    /// A turn is running (in any of its forms).
+    pub fn is_running(self) -> bool {
+        matches!(
+            self,
+            Self::Active | Self::AwaitingApproval | Self::AwaitingInput
+        )
+    }
+}
+
+/// What a front sees of a session at a glance.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSnapshot {
+    pub session_id: String,
+    pub status: SessionStatus,
+    pub cwd: Option<String>,
+    pub model: Option<String>,
+    pub turn_count: u64,
+    pub current_turn: Option<String>,
+    pub last_seq: u64,
+    /// The final message of the last completed turn (parsed JSON when it had an output schema).
+    pub result: Option<Value>,
+    pub last_error: Option<String>,
+    pub usage: Option<Usage>,
+    pub pending: Vec<PendingView>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+pub(crate) struct State {
+    pub events: VecDeque<Envelope>,
+    pub last_seq: u64,
+    pub status: SessionStatus,
+    pub turn: Option<String>,
+    pub turn_count: u64,
+    pub last_outcome: Option<TurnEndStatus>,
+    pub pending: BTreeMap<String, PendingView>,
+    pub usage: Option<Usage>,
+    pub last_message: Option<String>,
+    pub result: Option<Value>,
+    pub expect_json: bool,
+    pub last_error: Option<String>,
+    pub closed: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub cwd: Option<String>,
+    pub model: Option<String>,
+    /// Engine data kept in the store's `meta` column (create options, ...).
+    pub meta: Value,
+    pub raw: VecDeque<Arc<str>>,
+}
+
+pub struct SessionShared {
+    pub id: String,
+    state: Mutex<State>,
+    changed: watch::Sender<u64>,
+    deltas: broadcast::Sender<Delta>,
+    store: Store,
+    buffer: usize,
+}
+
+const RAW_IN_MEMORY: usize = 256;
+
+impl SessionShared {
+    pub(crate) fn new(id: String, store: Store, buffer: usize, init: State) -> Arc<Self> {
+        let (changed, _) = watch::channel(0);
+        let (deltas, _) = broadcast::channel(1024);
+        Arc::new(Self {
+            id,
+            state: Mutex::new(init),
+            changed,
+            deltas,
+            store,
+            buffer: buffer.max(16),
+        })
+    }
+
+    pub(crate) fn fresh_state(cwd: Option<String>, model: Option<String>, meta: Value) -> State {
+        let now = now_ms();
+        State {
+            events: VecDeque::new(),
+            last_seq: 0,
+            status: SessionStatus::Idle,
+            turn: None,
+            turn_count: 0,
+            last_outcome: None,
+            pending: BTreeMap::new(),
+            usage: None,
+            last_message: None,
+            result: None,
+            expect_json: false,
+            last_error: None,
+            closed: false,
+            created_at: now,
+            updated_at: now,
+            cwd,
+            model,
+            meta,
+            raw: VecDeque::new(),
+        }
+    }
+
+    /// State rebuilt from a stored record (after a relay restart).
+    pub(crate) fn restored_state(rec: &SessionRecord) -> State {
+        let meta: Value = serde_json::from_str(&rec.meta).unwrap_or(Value::Null);
+        let mut s = Self::fresh_state(rec.cwd.clone(), rec.model.clone(), meta.clone());
+        s.last_seq = rec.last_seq.max(0) as u64;
+        s.turn_count = rec.turn_count.max(0) as u64;
+        s.created_at = rec.created_at;
+        s.updated_at = rec.updated_at;
+        s.result = meta.get("result").cloned().filter(|v| !v.is_null());
+        s.last_error = meta
+            .get("lastError")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        s.usage = meta
+            .get("usage")
+            .and_then(|u| serde_json::from_value(u.clone()).ok());
+        s.status = match SessionStatus::parse(&rec.status) {
+            // A turn that was running when the relay stopped did not finish.
+            Some(st) if st.is_running() => SessionStatus::Interrupted,
+            Some(st) => st,
+            None => SessionStatus::Idle,
+        };
+        s.closed = s.status == SessionStatus::Closed;
+        s
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends one event (and a status event if the status changed because of it).
+    pub fn append(&self, role: Role, turn: Option<String>, ev: Ev) -> u64 {
+        let mut s = self.lock();
+        self.apply(&mut s, turn.as_deref(), &ev);
+        let seq = self.push(&mut s, role, turn, ev);
+        self.refresh_status(&mut s);
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+        seq
+    }
+
+    /// Appends several events under one lock.
+    pub fn append_all(&self, events: Vec<(Role, Option<String>, Ev)>) {
+        if events.is_empty() {
+            return;
+        }
+        let mut s = self.lock();
+        for (role, turn, ev) in events {
+            self.apply(&mut s, turn.as_deref(), &ev);
+            self.push(&mut s, role, turn, ev);
+            self.refresh_status(&mut s);
+        }
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    fn push(&self, s: &mut State, role: Role, turn: Option<String>, ev: Ev) -> u64 {
+        s.last_seq += 1;
+        s.updated_at = now_ms();
+        let env = Envelope {
+            id: format!("{}:{}", self.id, s.last_seq),
+            seq: s.last_seq,
+            time: s.updated_at,
+            role,
+            turn,
+            invoke: None,
+            ev,
+        };
+        let json = serde_json::to_string(&env).unwrap_or_default();
+        self.store.append_event(StoredEvent {
+            session_id: self.id.clone(),
+            seq: env.seq as i64,
+            time: env.time,
+            json,
+        });
+        s.events.push_back(env);
+        while s.events.len() > self.buffer {
+            s.events.pop_front();
+        }
+        s.last_seq
+    }
+
+    /// Keeps the derived fields in step with what an event says.
+    fn apply(&self, s: &mut State, turn: Option<&str>, ev: &Ev) {
+        match ev {
+            Ev::TurnStart {} => {
+                if let Some(t) = turn
+                    && s.turn.as_deref() != Some(t)
+                {
+                    s.turn = Some(t.to_owned());
+                    s.turn_count += 1;
+                }
+            }
+            Ev::TurnEnd { status, error } => {
+                if turn.is_some() && s.turn.as_deref() != turn && s.turn.is_some() {
+                    // The end of an older turn (a newer one already runs): nothing to update.
+                    return;
+                }
+                s.turn = None;
+                s.last_outcome = Some(*status);
+                if let Some(e) = error {
+                    s.last_error = Some(e.clone());
+                }
+                if *status == TurnEndStatus::Completed {
+                    s.result = s.last_message.as_ref().map(|m| {
+                        if s.expect_json {
+                            serde_json::from_str(m).unwrap_or_else(|_| Value::String(m.clone()))
+                        } else {
+                            Value::String(m.clone())
+                        }
+                    });
+                }
+            }
+            Ev::Text {
+                text,
+                thinking: false,
+            } => s.last_message = Some(text.clone()),
+            Ev::Usage { total, .. } => s.usage = Some(total.clone()),
+            Ev::Error {
+                message,
+                retrying: false,
+            } => s.last_error = Some(message.clone()),
+            Ev::Text { thinking: true, .. }
+            | Ev::ToolCallStart { .. }
+            | Ev::ToolCallEnd { .. }
+            | Ev::File { .. }
+            | Ev::Photo { .. }
+            | Ev::RequestOpened { .. }
+            | Ev::RequestResolved { .. }
+            | Ev::Status { .. }
+            | Ev::Error { .. }
+            | Ev::Plan { .. }
+            | Ev::Codex { .. } => {}
+        }
+    }
+
+    fn derive(s: &State) -> SessionStatus {
+        if s.closed {
+            return SessionStatus::Closed;
+        }
+        if s.turn.is_some() {
+            if s.pending.values().any(|p| p.kind.is_approval()) {
+                return SessionStatus::AwaitingApproval;
+            }
+            if !s.pending.is_empty() {
+                return SessionStatus::AwaitingInput;
+            }
+            return SessionStatus::Active;
+        }
+        match s.last_outcome {
+            Some(TurnEndStatus::Cancelled) => SessionStatus::Interrupted,
+            Some(TurnEndStatus::Failed) => SessionStatus::Error,
+            Some(TurnEndStatus::Completed) => SessionStatus::Idle,
+            None => s.status,
+        }
+    }
+
+    /// Recomputes the status; on a change, logs a status event and writes the session row.
+    fn refresh_status(&self, s: &mut State) {
+        let next = Self::derive(s);
+        if next != s.status {
+            s.status = next;
+            self.push(
+                s,
+                Role::System,
+                s.turn.clone(),
+                Ev::Status {
+                    status: next.as_str().into(),
+                },
+            );
+            self.store.upsert_session(self.record(s));
+        }
+    }
+
+    pub(crate) fn record(&self, s: &State) -> SessionRecord {
+        let mut meta = s.meta.clone();
+        if let Value::Object(m) = &mut meta {
+            m.insert("result".into(), s.result.clone().unwrap_or(Value::Null));
+            m.insert("lastError".into(), json!(s.last_error));
+            m.insert(
+                "usage".into(),
+                serde_json::to_value(&s.usage).unwrap_or(Value::Null),
+            );
+        }
+        SessionRecord {
+            id: self.id.clone(),
+            thread_id: self.id.clone(),
+            cwd: s.cwd.clone(),
+            model: s.model.clone(),
+            status: s.status.as_str().into(),
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            turn_count: s.turn_count as i64,
+            last_seq: s.last_seq as i64,
+            meta: meta.to_string(),
+        }
+    }
+
+    /// Writes the session row now (e.g. after create or a turn).
+    pub fn persist(&self) {
+        let s = self.lock();
+        self.store.upsert_session(self.record(&s));
+    }
+
+    /// Marks a turn as running (before Codex's `turn/started` arrives), so a quick second
+    /// `say` steers instead of starting another turn.
+    pub(crate) fn turn_started(&self, turn: &str, expect_json: bool) {
+        let mut s = self.lock();
+        if s.turn.as_deref() != Some(turn) {
+            s.turn = Some(turn.to_owned());
+            s.turn_count += 1;
+        }
+        s.expect_json = expect_json;
+        s.last_error = None;
+        self.refresh_status(&mut s);
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// Ends a running turn that Codex will not end itself (Codex died).
+    pub(crate) fn abandon_turn(&self, why: &str) {
+        let turn = self.lock().turn.clone();
+        if let Some(turn) = turn {
+            self.append(
+                Role::System,
+                Some(turn),
+                Ev::TurnEnd {
+                    status: TurnEndStatus::Failed,
+                    error: Some(why.into()),
+                },
+            );
+        }
+    }
+
+    pub(crate) fn add_pending(&self, view: PendingView) {
+        let turn = view.turn.clone();
+        let request = serde_json::to_value(&view).unwrap_or(Value::Null);
+        let mut s = self.lock();
+        s.pending.insert(view.id.clone(), view);
+        self.push(&mut s, Role::System, turn, Ev::RequestOpened { request });
+        self.refresh_status(&mut s);
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    pub(crate) fn remove_pending(&self, id: &str, resolved: Ev) {
+        let mut s = self.lock();
+        let turn = s.pending.remove(id).and_then(|p| p.turn);
+        self.push(&mut s, Role::System, turn, resolved);
+        self.refresh_status(&mut s);
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    pub(crate) fn close(&self) {
+        let mut s = self.lock();
+        s.closed = true;
+        s.turn = None;
+        self.refresh_status(&mut s);
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    pub(crate) fn reopen(&self) {
+        let mut s = self.lock();
+        if s.closed {
+            s.closed = false;
+            s.last_outcome = None;
+            s.status = SessionStatus::Idle;
+        }
+    }
+
+    pub fn push_delta(&self, d: Delta) {
+        let _ = self.deltas.send(d);
+    }
+
+    pub(crate) fn push_raw_all(&self, lines: Vec<Arc<str>>) {
+        if lines.is_empty() {
+            return;
+        }
+        for line in &lines {
+            self.store.append_raw(&self.id, line);
+        }
+        let mut s = self.lock();
+        s.raw.extend(lines);
+        while s.raw.len() > RAW_IN_MEMORY {
+            s.raw.pop_front();
+        }
+    }
+
+    pub fn status(&self) -> SessionStatus {
+        self.lock().status
+    }
+
+    pub fn current_turn(&self) -> Option<String> {
+        self.lock().turn.clone()
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.lock().last_seq
+    }
+
+    pub(crate) fn meta(&self) -> Value {
+        self.lock().meta.clone()
+    }
+
+    pub fn snapshot(&self) -> SessionSnapshot {
+        let s = self.lock();
+        SessionSnapshot {
+            session_id: self.id.clone(),
+            status: s.status,
+            cwd: s.cwd.clone(),
+            model: s.model.clone(),
+            turn_count: s.turn_count,
+            current_turn: s.turn.clone(),
+            last_seq: s.last_seq,
+            result: s.result.clone(),
+            last_error: s.last_error.clone(),
+            usage: s.usage.clone(),
+            pending: s.pending.values().cloned().collect(),
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+
+    pub fn pending_kinds(&self) -> Vec<PendingKind> {
+        self.lock().pending.values().map(|p| p.kind).collect()
+    }
+
+    /// Events with `seq > after` held in memory, or `None` when older ones were evicted and the
+    /// store must be asked.
+    pub(crate) fn events_in_memory(&self, after: u64, limit: usize) -> Option<Vec<Envelope>> {
+        let s = self.lock();
+        let first = s.events.front().map(|e| e.seq).unwrap_or(s.last_seq + 1);
+        if after + 1 < first && after < s.last_seq {
+            return None;
+        }
+        Some(
+            s.events
+                .iter()
+                .filter(|e| e.seq > after)
+                .take(limit)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// The last raw Codex lines kept in memory.
+    pub fn raw_tail(&self) -> Vec<Arc<str>> {
+        self.lock().raw.iter().cloned().collect()
+    }
+
+    pub fn subscribe_changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    pub fn subscribe_deltas(&self) -> broadcast::Receiver<Delta> {
+        self.deltas.subscribe()
+    }
+}

@@ -1,0 +1,198 @@
+//! Set-up for engine tests: the scripted model, a fresh CODEX_HOME, a store (SQLite file, or a
+//! fresh Postgres schema when CODEX_RELAY_TEST_POSTGRES is set) and a Relay on the real Codex.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use codex_relay_codex::AppServerConfig;
+use codex_relay_core::{Envelope, Ev, Relay, RelayConfig, SessionSnapshot};
+use codex_relay_testkit::{CodexHome, ModelServer};
+
+pub const WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub struct Env {
+    pub version: &'static str,
+    pub model: ModelServer,
+    pub home: CodexHome,
+    pub relay: Relay,
+    pub config: RelayConfig,
+}
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// A store target for `backend`, or `None` (with the reason printed) when it is unavailable.
+pub async fn store_target(backend: Backend, home: &CodexHome) -> Option<String> {
+    match backend {
+        Backend::Sqlite => Some(home.root().join("relay.db").display().to_string()),
+        Backend::Postgres => {
+            let Ok(base) = std::env::var("CODEX_RELAY_TEST_POSTGRES") else {
+                eprintln!(
+                    "skipped: CODEX_RELAY_TEST_POSTGRES is not set (scripts/test sets it after starting Postgres)"
+                );
+                return None;
+            };
+            let schema = format!(
+                "engine_{}",
+                std::process::id() as u64 * 1_000_000 + rand_suffix()
+            );
+            let pool = sqlx::PgPool::connect(&base)
+                .await
+                .expect("connect to the test Postgres");
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                .execute(&pool)
+                .await
+                .expect("create schema");
+            pool.close().await;
+            let sep = if base.contains('?') { '&' } else { '?' };
+            Some(format!("{base}{sep}options=-c%20search_path%3D{schema}"))
+        }
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    h.finish() % 1_000_000
+}
+
+impl Env {
+    pub async fn start(
+        version: &'static str,
+        backend: Backend,
+        approval_timeout: Duration,
+    ) -> Option<Env> {
+        init_tracing();
+        let model = ModelServer::start().await;
+        let home = CodexHome::new(model.url());
+        let target = store_target(backend, &home).await?;
+        let bin = codex_relay_testkit::codex_bin(version).expect("pinned Codex installs");
+        let mut config =
+            RelayConfig::new(AppServerConfig::new(bin).codex_home(home.path()), target);
+        config.approval_timeout = approval_timeout;
+        let relay = Relay::open(config.clone()).await.expect("relay opens");
+        Some(Env {
+            version,
+            model,
+            home,
+            relay,
+            config,
+        })
+    }
+
+    pub fn cwd(&self) -> String {
+        self.home.workspace().display().to_string()
+    }
+
+    /// Waits until `pred` holds for the session's snapshot.
+    pub async fn until(
+        &self,
+        id: &str,
+        what: &str,
+        pred: impl Fn(&SessionSnapshot) -> bool,
+    ) -> SessionSnapshot {
+        until(&self.relay, id, what, pred).await
+    }
+
+    pub async fn all_events(&self, id: &str) -> Vec<Envelope> {
+        self.relay.events(id, 0, 100_000).await.expect("events")
+    }
+
+    pub async fn tail(&self, id: &str, n: usize) -> Vec<String> {
+        let all = self.all_events(id).await;
+        all.iter()
+            .rev()
+            .take(n)
+            .rev()
+            .map(|e| format!("{} {}", e.seq, serde_json::to_string(&e.ev).unwrap()))
+            .collect()
+    }
+
+    pub async fn kinds(&self, id: &str) -> Vec<String> {
+        self.all_events(id)
+            .await
+            .iter()
+            .map(|e| match &e.ev {
+                Ev::Status { status } => format!("status:{status}"),
+                other => other.kind().to_owned(),
+            })
+            .collect()
+    }
+}
+
+/// Waits until `pred` holds for a session of `relay`.
+pub async fn until(
+    relay: &Relay,
+    id: &str,
+    what: &str,
+    pred: impl Fn(&SessionSnapshot) -> bool,
+) -> SessionSnapshot {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let snap = relay.status(id).expect("known session");
+        if pred(&snap) {
+            return snap;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let events = relay.events(id, 0, 100_000).await.unwrap_or_default();
+            let tail: Vec<String> = events
+                .iter()
+                .rev()
+                .take(12)
+                .map(|e| format!("{} {:?}", e.seq, e.ev))
+                .collect();
+            panic!(
+                "timed out waiting for {what}; status {:?}, last events: {tail:#?}",
+                snap.status
+            );
+        }
+        relay
+            .wait(id, snap.last_seq, Duration::from_millis(500))
+            .await
+            .unwrap();
+    }
+}
+
+/// Asserts the seqs are 1..=n without gaps.
+pub fn assert_contiguous(events: &[Envelope]) {
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(
+            e.seq,
+            i as u64 + 1,
+            "seq gap at index {i}: {:?}",
+            events.iter().map(|e| e.seq).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Generates `#[tokio::test]`s for every (Codex version × store backend) for each scenario
+/// `async fn name(version, backend)`.
+#[macro_export]
+macro_rules! matrix {
+    ($($scenario:ident),* $(,)?) => {
+        $(
+            mod $scenario {
+                use super::common::Backend;
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_169_0_sqlite() { super::$scenario("0.169.0", Backend::Sqlite).await }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_98_0_sqlite() { super::$scenario("0.98.0", Backend::Sqlite).await }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_169_0_postgres() { super::$scenario("0.169.0", Backend::Postgres).await }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_98_0_postgres() { super::$scenario("0.98.0", Backend::Postgres).await }
+            }
+        )*
+    };
+}
