@@ -1,0 +1,1 @@
+//! Benchmarks live in `benches/`; `src/bin/fake-app-server.rs` is the stand-in Codex they drive.
