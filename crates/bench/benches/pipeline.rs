@@ -10,6 +10,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use codex_relay_codex::AppServerConfig;
 use codex_relay_core::{CreateOptions, Ev, Relay, RelayConfig, SessionStatus};
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const FAKE: &str = env!("CARGO_BIN_EXE_fake-app-server");
 
 async fn relay(dir: &std::path::Path, events: u64, rate: u64) -> Relay {

@@ -170,7 +170,13 @@ impl Relay {
     /// Opens the store, brings back every stored session (dormant until the next `say`), and
     /// resolves requests left pending by a previous run as declined.
     pub async fn open(config: RelayConfig) -> Result<Relay, RelayError> {
-        let store = Store::open(&config.store).await?;
+        // Raw lines are stored in chunks of up to RAW_CHUNK lines; 1000 chunks per session keep
+        // the last 1000 bursts (at most 64,000 lines).
+        let options = crate::store::StoreOptions {
+            raw_lines_per_session: 1000,
+            ..Default::default()
+        };
+        let store = Store::open_with(&config.store, options).await?;
         let broker = Broker::new(config.approval_timeout, store.clone());
         let inner = Arc::new(RelayInner {
             config,
@@ -368,13 +374,14 @@ impl Relay {
         Ok(self.known(id)?.snapshot())
     }
 
-    /// Events with `seq > after`, oldest first, from memory or the store.
+    /// Events with `seq > after`, oldest first, from memory or the store. Shared, not copied:
+    /// many fronts can read the same log cheaply.
     pub async fn events(
         &self,
         id: &str,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<Envelope>, RelayError> {
+    ) -> Result<Vec<Arc<Envelope>>, RelayError> {
         let handle = self.known(id)?;
         if let Some(events) = handle.shared.events_in_memory(after, limit) {
             return Ok(events);
@@ -396,8 +403,31 @@ impl Relay {
         }
         Ok(rows
             .into_iter()
-            .filter_map(|r| serde_json::from_str(&r.json).ok())
+            .filter_map(|r| serde_json::from_str(&r.json).ok().map(Arc::new))
             .collect())
+    }
+
+    /// The newest raw Codex lines of a session (at most `limit`), oldest first, from the store
+    /// (kept bounded; see docs/STORE.md), for re-normalizing history.
+    pub async fn raw_lines(&self, id: &str, limit: usize) -> Result<Vec<String>, RelayError> {
+        self.known(id)?;
+        self.inner.store.flush().await?;
+        let chunks = self
+            .inner
+            .store
+            .raw_lines(
+                id,
+                limit.div_ceil(crate::session::RAW_CHUNK).max(1) as i64 + 1,
+            )
+            .await?;
+        let mut lines: Vec<String> = chunks
+            .iter()
+            .flat_map(|c| c.split('\n'))
+            .map(str::to_owned)
+            .collect();
+        let excess = lines.len().saturating_sub(limit);
+        lines.drain(..excess);
+        Ok(lines)
     }
 
     /// Long-poll: waits until the session logs past `after` or changes status.

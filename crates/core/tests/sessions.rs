@@ -207,10 +207,10 @@ async fn deny_with_a_reason_reaches_the_model(version: &'static str, backend: Ba
         .all_events(&id)
         .await
         .into_iter()
-        .find_map(|e| match e.ev {
+        .find_map(|e| match &e.ev {
             Ev::RequestResolved {
                 decision, reason, ..
-            } => Some((decision, reason)),
+            } => Some((decision.clone(), reason.clone())),
             _ => None,
         });
     assert_eq!(resolved, Some(("deny".into(), Some("not in prod".into()))));
@@ -238,10 +238,10 @@ async fn an_unanswered_approval_is_declined_at_its_timeout(
         .all_events(&id)
         .await
         .into_iter()
-        .find_map(|e| match e.ev {
+        .find_map(|e| match &e.ev {
             Ev::RequestResolved {
                 id, decision, by, ..
-            } => Some((id, decision, by)),
+            } => Some((id.clone(), decision.clone(), by.clone())),
             _ => None,
         });
     assert_eq!(
@@ -371,7 +371,7 @@ async fn say_while_active_steers_and_interrupt_keeps_the_session(
         .wait_for_requests(reqs.len() + 1, common::WAIT)
         .await;
     let deadline = tokio::time::Instant::now() + common::WAIT;
-    let sleeping = |e: &codex_relay_core::Envelope| matches!(&e.ev, Ev::ToolCallStart { description, .. } if description.contains("sleep 30"));
+    let sleeping = |e: &std::sync::Arc<codex_relay_core::Envelope>| matches!(&e.ev, Ev::ToolCallStart { description, .. } if description.contains("sleep 30"));
     while !env.all_events(&id).await.iter().any(sleeping) {
         assert!(tokio::time::Instant::now() < deadline, "no tool-call-start");
         tokio::time::sleep(Duration::from_millis(50)).await;

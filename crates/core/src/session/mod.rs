@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use actor::{Actor, Command};
+pub(crate) use shared::RAW_CHUNK;
 pub use shared::{SessionShared, SessionSnapshot, SessionStatus};
 
 use crate::error::RelayError;

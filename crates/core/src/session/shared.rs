@@ -81,7 +81,7 @@ pub struct SessionSnapshot {
 }
 
 pub(crate) struct State {
-    pub events: VecDeque<Envelope>,
+    pub events: VecDeque<Arc<Envelope>>,
     pub last_seq: u64,
     pub status: SessionStatus,
     pub turn: Option<String>,
@@ -113,6 +113,8 @@ pub struct SessionShared {
 }
 
 const RAW_IN_MEMORY: usize = 256;
+/// Raw lines per stored chunk.
+pub(crate) const RAW_CHUNK: usize = 64;
 
 impl SessionShared {
     pub(crate) fn new(id: String, store: Store, buffer: usize, init: State) -> Arc<Self> {
@@ -228,7 +230,7 @@ impl SessionShared {
             time: env.time,
             json,
         });
-        s.events.push_back(env);
+        s.events.push_back(Arc::new(env));
         while s.events.len() > self.buffer {
             s.events.pop_front();
         }
@@ -429,12 +431,22 @@ impl SessionShared {
         let _ = self.deltas.send(d);
     }
 
+    /// Keeps raw Codex lines: the last ones in memory, and in the store as chunks of up to
+    /// [`RAW_CHUNK`] lines (one row each, lines separated by `\n`), so a burst costs a few
+    /// rows rather than one per line.
     pub(crate) fn push_raw_all(&self, lines: Vec<Arc<str>>) {
         if lines.is_empty() {
             return;
         }
-        for line in &lines {
-            self.store.append_raw(&self.id, line);
+        for chunk in lines.chunks(RAW_CHUNK) {
+            let mut joined = String::with_capacity(chunk.iter().map(|l| l.len() + 1).sum());
+            for (i, line) in chunk.iter().enumerate() {
+                if i > 0 {
+                    joined.push('\n');
+                }
+                joined.push_str(line);
+            }
+            self.store.append_raw(&self.id, &joined);
         }
         let mut s = self.lock();
         s.raw.extend(lines);
@@ -484,20 +496,16 @@ impl SessionShared {
 
     /// Events with `seq > after` held in memory, or `None` when older ones were evicted and the
     /// store must be asked.
-    pub(crate) fn events_in_memory(&self, after: u64, limit: usize) -> Option<Vec<Envelope>> {
+    pub(crate) fn events_in_memory(&self, after: u64, limit: usize) -> Option<Vec<Arc<Envelope>>> {
         let s = self.lock();
         let first = s.events.front().map(|e| e.seq).unwrap_or(s.last_seq + 1);
         if after + 1 < first && after < s.last_seq {
             return None;
         }
-        Some(
-            s.events
-                .iter()
-                .filter(|e| e.seq > after)
-                .take(limit)
-                .cloned()
-                .collect(),
-        )
+        // seq is contiguous, so the position of `after + 1` is known; only pointers are copied
+        // under the lock.
+        let skip = (after + 1).saturating_sub(first) as usize;
+        Some(s.events.iter().skip(skip).take(limit).cloned().collect())
     }
 
     /// The last raw Codex lines kept in memory.

@@ -105,7 +105,7 @@ impl Env {
         until(&self.relay, id, what, pred).await
     }
 
-    pub async fn all_events(&self, id: &str) -> Vec<Envelope> {
+    pub async fn all_events(&self, id: &str) -> Vec<std::sync::Arc<Envelope>> {
         self.relay.events(id, 0, 100_000).await.expect("events")
     }
 
@@ -165,7 +165,7 @@ pub async fn until(
 }
 
 /// Asserts the seqs are 1..=n without gaps.
-pub fn assert_contiguous(events: &[Envelope]) {
+pub fn assert_contiguous(events: &[std::sync::Arc<Envelope>]) {
     for (i, e) in events.iter().enumerate() {
         assert_eq!(
             e.seq,

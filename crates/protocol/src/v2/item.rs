@@ -149,6 +149,31 @@ impl ThreadItem {
         }
     }
 
+    /// Reads an item from its JSON text; never fails (anything unreadable is kept raw).
+    pub fn from_json(text: &str) -> Self {
+        #[derive(Deserialize)]
+        struct Tag<'a> {
+            #[serde(rename = "type", borrow, default)]
+            kind: Option<std::borrow::Cow<'a, str>>,
+        }
+        fn typed<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
+            serde_json::from_str(text).ok()
+        }
+        let kind = serde_json::from_str::<Tag>(text).ok().and_then(|t| t.kind);
+        let parsed = match kind.as_deref().unwrap_or("") {
+            "userMessage" => typed(text).map(ThreadItem::UserMessage),
+            "agentMessage" => typed(text).map(ThreadItem::AgentMessage),
+            "reasoning" => typed(text).map(ThreadItem::Reasoning),
+            "commandExecution" => typed(text).map(ThreadItem::CommandExecution),
+            "fileChange" => typed(text).map(ThreadItem::FileChange),
+            "dynamicToolCall" => typed(text).map(ThreadItem::DynamicToolCall),
+            "mcpToolCall" => typed(text).map(ThreadItem::McpToolCall),
+            _ => None,
+        };
+        parsed
+            .unwrap_or_else(|| ThreadItem::Other(serde_json::from_str(text).unwrap_or(Value::Null)))
+    }
+
     /// Reads an item from JSON; never fails.
     pub fn from_value(value: Value) -> Self {
         fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
@@ -191,7 +216,9 @@ impl ThreadItem {
 
 impl<'de> Deserialize<'de> for ThreadItem {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Value::deserialize(d).map(ThreadItem::from_value)
+        // Kept as text first, then parsed once into the right type: no intermediate tree.
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        Ok(ThreadItem::from_json(raw.get()))
     }
 }
 
@@ -223,6 +250,20 @@ mod tests {
         assert_eq!(other.to_value(), raw);
         // A known kind with a shape we cannot read is kept raw too.
         let odd = json!({"type": "agentMessage", "text": "no id"});
-        assert_eq!(ThreadItem::from_value(odd.clone()), ThreadItem::Other(odd));
+        assert_eq!(
+            ThreadItem::from_value(odd.clone()),
+            ThreadItem::Other(odd.clone())
+        );
+        // The same through serde, from text and from a value.
+        let text = r#"{"type":"agentMessage","id":"m","text":"hi","phase":null}"#;
+        let from_text: ThreadItem = serde_json::from_str(text).unwrap();
+        assert!(matches!(from_text, ThreadItem::AgentMessage(ref m) if m.text == "hi"));
+        let from_value: ThreadItem =
+            serde_json::from_value(serde_json::from_str(text).unwrap()).unwrap();
+        assert_eq!(from_text, from_value);
+        assert_eq!(
+            serde_json::from_value::<ThreadItem>(odd.clone()).unwrap(),
+            ThreadItem::Other(odd)
+        );
     }
 }
