@@ -400,3 +400,66 @@ async fn say_while_active_steers_and_interrupt_keeps_the_session(
         .await;
     assert_eq!(snap.result, Some(serde_json::json!("back again")));
 }
+
+mod live_deltas {
+    use super::common::{Backend, Env};
+    use codex_relay_core::{CreateOptions, PermissionMode, SessionStatus};
+    use codex_relay_testkit::Reply;
+
+    /// Command output streams to live subscribers as deltas (not numbered, not stored), and the
+    /// completed call in the log carries the whole output.
+    async fn command_output_streams_as_deltas(version: &'static str) {
+        let Some(env) = Env::start(version, Backend::Sqlite, super::LONG).await else {
+            return;
+        };
+        env.model.push([
+            Reply::exec("printf 'alpha\\nbeta\\n'", "call_o"),
+            Reply::text("printed"),
+        ]);
+        let (h, _) = env
+            .relay
+            .create(CreateOptions {
+                cwd: Some(env.cwd()),
+                mode: Some(PermissionMode::ReadOnly),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut deltas = h.shared().subscribe_deltas();
+        env.relay
+            .say(h.id(), codex_relay_core::SayInput::text("print two lines"))
+            .await
+            .unwrap();
+        env.until(h.id(), "the turn", |s| {
+            s.status == SessionStatus::Idle && s.turn_count == 1
+        })
+        .await;
+        let mut streamed = String::new();
+        while let Ok(d) = deltas.try_recv() {
+            if d.stream == "output" {
+                streamed.push_str(&d.delta);
+            }
+        }
+        assert!(
+            streamed.contains("alpha") && streamed.contains("beta"),
+            "streamed: {streamed:?}"
+        );
+        let ended = env
+            .all_events(h.id())
+            .await
+            .into_iter()
+            .find_map(|e| match &e.ev {
+                codex_relay_core::Ev::ToolCallEnd { output, .. } => output.clone(),
+                _ => None,
+            });
+        assert!(ended.unwrap_or_default().contains("beta"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_0_169_0() {
+        command_output_streams_as_deltas("0.169.0").await
+    }
+
+    // Codex 0.98 sends no `item/commandExecution/outputDelta` for such a command (observed):
+    // its output only arrives with the completed item, which the other scenarios cover.
+}
