@@ -38,6 +38,21 @@ pub struct PendingView {
     pub deadline: i64,
 }
 
+impl PendingView {
+    /// The store row for this request, resolved or not.
+    fn record(&self, resolution: Option<&Resolution>) -> PendingRecord {
+        PendingRecord {
+            id: self.id.clone(),
+            session_id: self.session_id.clone(),
+            kind: self.kind.as_str().into(),
+            created_at: self.created_at,
+            deadline: self.deadline,
+            request: serde_json::to_string(self).unwrap_or_default(),
+            resolution: resolution.map(|r| serde_json::to_string(r).unwrap_or_default()),
+        }
+    }
+}
+
 /// How a pending request ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -101,15 +116,7 @@ impl Broker {
             now,
             now + self.timeout.as_millis() as i64,
         );
-        self.store.upsert_pending(PendingRecord {
-            id: view.id.clone(),
-            session_id: view.session_id.clone(),
-            kind: view.kind.as_str().into(),
-            created_at: view.created_at,
-            deadline: view.deadline,
-            request: serde_json::to_string(&view).unwrap_or_default(),
-            resolution: None,
-        });
+        self.store.upsert_pending(view.record(None));
         let entry = Entry {
             view: view.clone(),
             responder: incoming.responder,
@@ -243,15 +250,7 @@ impl Broker {
     }
 
     fn record_parts(&self, view: &PendingView, session: &Arc<SessionShared>, r: &Resolution) {
-        self.store.upsert_pending(PendingRecord {
-            id: view.id.clone(),
-            session_id: view.session_id.clone(),
-            kind: view.kind.as_str().into(),
-            created_at: view.created_at,
-            deadline: view.deadline,
-            request: serde_json::to_string(view).unwrap_or_default(),
-            resolution: Some(serde_json::to_string(r).unwrap_or_default()),
-        });
+        self.store.upsert_pending(view.record(Some(r)));
         session.remove_pending(
             &r.id,
             Ev::RequestResolved {
