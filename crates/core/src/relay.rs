@@ -348,14 +348,17 @@ impl Relay {
     /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
     pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
         let handle = self.session(id).await?;
-        if handle.shared.status() == SessionStatus::Closed || !self.is_live(id) {
-            self.inner.claim_slot(id)?;
+        if handle.shared.status() == SessionStatus::Closed {
+            // Closed is final here; the thread itself can still be continued by other clients.
+            return Err(RelayError::Closed(id.to_owned()));
         }
-        handle.say(input).await
-    }
-
-    fn is_live(&self, id: &str) -> bool {
-        self.inner.is_live(id)
+        // A restored (dormant) session takes a slot when it is used again.
+        self.inner.claim_slot(id)?;
+        let result = handle.say(input).await;
+        if result.is_err() && handle.shared.status() == SessionStatus::Closed {
+            self.inner.release_slot(id);
+        }
+        result
     }
 
     pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {

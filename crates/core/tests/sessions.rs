@@ -463,3 +463,87 @@ mod live_deltas {
     // Codex 0.98 sends no `item/commandExecution/outputDelta` for such a command (observed):
     // its output only arrives with the completed item, which the other scenarios cover.
 }
+
+mod limits_and_close {
+    use super::common::{Backend, Env};
+    use codex_relay_core::{
+        CreateOptions, Ev, PermissionMode, RelayError, SayInput, SessionStatus,
+    };
+    use codex_relay_testkit::Reply;
+
+    /// MAX_SESSIONS answers with a clear error; closing a session mid-approval declines the
+    /// approval, ends the session, frees its slot, and later input is refused.
+    async fn the_cap_and_closing_mid_approval(version: &'static str) {
+        let Some(mut env) = Env::start(version, Backend::Sqlite, super::LONG).await else {
+            return;
+        };
+        env.config.max_sessions = 1;
+        env.relay = codex_relay_core::Relay::open(env.config.clone())
+            .await
+            .unwrap();
+        env.model.push([Reply::exec("touch closed.txt", "call_c")]);
+        let opts = || CreateOptions {
+            prompt: Some("make closed.txt".into()),
+            cwd: Some(env.cwd()),
+            mode: Some(PermissionMode::Default),
+            ..Default::default()
+        };
+        let (h, _) = env.relay.create(opts()).await.unwrap();
+        let id = h.id().to_owned();
+        let snap = env
+            .until(&id, "the approval", |s| {
+                s.status == SessionStatus::AwaitingApproval
+            })
+            .await;
+        let pending = snap.pending[0].id.clone();
+
+        match env.relay.create(opts()).await {
+            Err(e @ RelayError::TooManySessions { max: 1 }) => {
+                assert!(e.to_string().contains("MAX_SESSIONS"), "{e}")
+            }
+            Err(other) => panic!("expected TooManySessions, got {other}"),
+            Ok(_) => panic!("expected TooManySessions, got a session"),
+        }
+
+        env.relay.close(&id, false).await.unwrap();
+        let snap = env.relay.status(&id).unwrap();
+        assert_eq!(snap.status, SessionStatus::Closed);
+        assert!(snap.pending.is_empty());
+        let events = env.all_events(&id).await;
+        assert!(events.iter().any(
+            |e| matches!(&e.ev, Ev::RequestResolved { id, by, decision, .. }
+            if *id == pending && by == "session-closed" && decision == "deny")
+        ));
+        assert!(!env.home.workspace().join("closed.txt").exists());
+        assert!(matches!(
+            env.relay.say(&id, SayInput::text("more")).await,
+            Err(RelayError::Closed(_))
+        ));
+
+        // The slot is free again.
+        env.model.push([Reply::text("second session")]);
+        let (h2, _) = env
+            .relay
+            .create(CreateOptions {
+                prompt: Some("hi".into()),
+                cwd: Some(env.cwd()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        env.until(h2.id(), "the second session", |s| {
+            s.status == SessionStatus::Idle && s.turn_count == 1
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_0_169_0() {
+        the_cap_and_closing_mid_approval("0.169.0").await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_0_98_0() {
+        the_cap_and_closing_mid_approval("0.98.0").await
+    }
+}

@@ -148,7 +148,6 @@ impl Actor {
     }
 
     async fn say(&mut self, input: SayInput) -> Result<SayOutcome, RelayError> {
-        self.shared.reopen();
         let server = self.attach().await?;
         let items = input.to_input();
         if let Some(turn) = self.shared.current_turn() {

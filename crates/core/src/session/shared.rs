@@ -418,15 +418,6 @@ impl SessionShared {
         self.changed.send_modify(|v| *v += 1);
     }
 
-    pub(crate) fn reopen(&self) {
-        let mut s = self.lock();
-        if s.closed {
-            s.closed = false;
-            s.last_outcome = None;
-            s.status = SessionStatus::Idle;
-        }
-    }
-
     pub fn push_delta(&self, d: Delta) {
         let _ = self.deltas.send(d);
     }
