@@ -547,3 +547,122 @@ mod limits_and_close {
         the_cap_and_closing_mid_approval("0.98.0").await
     }
 }
+
+mod dynamic_tools {
+    use std::sync::Arc;
+
+    use super::common::{Backend, Env};
+    use codex_relay_core::answer::PendingKind;
+    use codex_relay_core::{
+        CreateOptions, DynamicTool, PermissionMode, SessionStatus, ToolHandler,
+    };
+    use codex_relay_protocol::v2::DynamicToolSpec;
+    use codex_relay_testkit::{Item, Reply};
+    use futures::future::BoxFuture;
+    use serde_json::{Value, json};
+
+    struct Weather;
+
+    impl ToolHandler for Weather {
+        fn call(&self, arguments: Value) -> BoxFuture<'static, Result<String, String>> {
+            Box::pin(async move {
+                Ok(format!(
+                    "sunny in {}",
+                    arguments["city"].as_str().unwrap_or("?")
+                ))
+            })
+        }
+    }
+
+    fn spec(name: &str) -> DynamicToolSpec {
+        DynamicToolSpec::function(
+            name,
+            "A test tool",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        )
+    }
+
+    /// One tool answered in-process by its handler, one without a handler answered through the
+    /// broker like an approval; the model gets both outputs.
+    async fn handler_and_broker_tools(version: &'static str) {
+        let Some(env) = Env::start(version, Backend::Sqlite, super::LONG).await else {
+            return;
+        };
+        env.model.push([
+            Reply::items(vec![Item::function_call(
+                "weather",
+                json!({"city": "Oslo"}),
+                "call_w",
+            )]),
+            Reply::items(vec![Item::function_call(
+                "ask_ops",
+                json!({"city": "Rome"}),
+                "call_o",
+            )]),
+            Reply::text("all done"),
+        ]);
+        let opts = CreateOptions {
+            prompt: Some("use the tools".into()),
+            cwd: Some(env.cwd()),
+            mode: Some(PermissionMode::ReadOnly),
+            dynamic_tools: vec![
+                DynamicTool {
+                    spec: spec("weather"),
+                    handler: Some(Arc::new(Weather)),
+                },
+                DynamicTool {
+                    spec: spec("ask_ops"),
+                    handler: None,
+                },
+            ],
+            ..Default::default()
+        };
+        let (h, _) = env.relay.create(opts).await.unwrap();
+        let id = h.id().to_owned();
+        let snap = env
+            .until(&id, "the tool call without a handler", |s| {
+                s.status == SessionStatus::AwaitingInput
+            })
+            .await;
+        let pending = &snap.pending[0];
+        assert_eq!(pending.kind, PendingKind::ToolCall);
+        assert_eq!(pending.details["tool"], "ask_ops");
+        env.relay
+            .respond(&id, &pending.id, &["ops says: closed today".into()], "test")
+            .await
+            .unwrap();
+        let snap = env
+            .until(&id, "the turn", |s| s.status == SessionStatus::Idle)
+            .await;
+        assert_eq!(snap.result, Some(json!("all done")));
+        let reqs = env.model.requests();
+        assert!(
+            reqs[0].tool_names().iter().any(|n| n == "weather")
+                && reqs[0].tool_names().iter().any(|n| n == "ask_ops")
+        );
+        assert_eq!(
+            reqs[1]
+                .tool_output("call_w")
+                .as_deref()
+                .map(|o| o.contains("sunny in Oslo")),
+            Some(true)
+        );
+        assert_eq!(
+            reqs[2]
+                .tool_output("call_o")
+                .as_deref()
+                .map(|o| o.contains("ops says: closed today")),
+            Some(true)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_0_169_0() {
+        handler_and_broker_tools("0.169.0").await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_0_98_0() {
+        handler_and_broker_tools("0.98.0").await
+    }
+}
