@@ -4,6 +4,11 @@ mod doctor;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc: the event pipeline allocates a lot of small strings; glibc's malloc cost about a
+/// fifth of its throughput in `cargo bench -p codex-relay-bench` (same allocator there).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "codex-relay",
