@@ -54,14 +54,14 @@ impl Default for PeerConfig {
 #[derive(Debug, Clone)]
 pub struct Notification {
     pub notification: ServerNotification,
-    pub raw: Arc<str>,
+    pub raw: Arc<String>,
 }
 
 /// A server request waiting for an answer. Dropping it answers fail-closed.
 #[derive(Debug)]
 pub struct IncomingRequest {
     pub responder: Responder,
-    pub raw: Arc<str>,
+    pub raw: Arc<String>,
 }
 
 impl IncomingRequest {
@@ -372,7 +372,7 @@ impl Inner {
                 let thread = notification.thread_id().map(str::to_owned);
                 let event = PeerEvent::Notification(Notification {
                     notification,
-                    raw: line.into(),
+                    raw: Arc::new(line),
                 });
                 if let Delivery::Nobody(_) = self.routes().deliver(thread.as_deref(), event) {
                     tracing::debug!(method, "notification with no subscriber");
@@ -384,7 +384,7 @@ impl Inner {
                 let responder = Responder::new(id, request, Arc::downgrade(self));
                 let event = PeerEvent::Request(IncomingRequest {
                     responder,
-                    raw: line.into(),
+                    raw: Arc::new(line),
                 });
                 let undelivered = self.routes().deliver(thread.as_deref(), event);
                 if let Delivery::Nobody(event) = undelivered

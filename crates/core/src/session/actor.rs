@@ -226,7 +226,7 @@ impl Actor {
 
     fn flush(
         &self,
-        raws: Vec<std::sync::Arc<str>>,
+        raws: Vec<std::sync::Arc<String>>,
         events: Vec<(Role, Option<String>, Ev)>,
         persist: bool,
     ) {

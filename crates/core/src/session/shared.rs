@@ -100,7 +100,7 @@ pub(crate) struct State {
     pub model: Option<String>,
     /// Engine data kept in the store's `meta` column (create options, ...).
     pub meta: Value,
-    pub raw: VecDeque<Arc<str>>,
+    pub raw: VecDeque<Arc<String>>,
 }
 
 pub struct SessionShared {
@@ -425,7 +425,7 @@ impl SessionShared {
     /// Keeps raw Codex lines: the last ones in memory, and in the store as chunks of up to
     /// [`RAW_CHUNK`] lines (one row each, lines separated by `\n`), so a burst costs a few
     /// rows rather than one per line.
-    pub(crate) fn push_raw_all(&self, lines: Vec<Arc<str>>) {
+    pub(crate) fn push_raw_all(&self, lines: Vec<Arc<String>>) {
         if lines.is_empty() {
             return;
         }
@@ -500,7 +500,7 @@ impl SessionShared {
     }
 
     /// The last raw Codex lines kept in memory.
-    pub fn raw_tail(&self) -> Vec<Arc<str>> {
+    pub fn raw_tail(&self) -> Vec<Arc<String>> {
         self.lock().raw.iter().cloned().collect()
     }
 
