@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 
 /// Id of a request in either direction. Codex numbers its own requests from 0; we use integers
 /// too, but a peer may use strings.
@@ -55,15 +56,15 @@ impl RpcError {
 
 /// One line received from the peer, classified by which members it carries.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
+pub enum Incoming<'a> {
     /// `{id, method, params?}`: the peer asks us something and waits for an answer.
     Request {
         id: RequestId,
         method: String,
-        params: Params,
+        params: Params<'a>,
     },
     /// `{method, params?}`: fire-and-forget.
-    Notification { method: String, params: Params },
+    Notification { method: String, params: Params<'a> },
     /// `{id, result}`.
     Response { id: RequestId, result: Value },
     /// `{id, error}`.
@@ -73,18 +74,18 @@ pub enum Incoming {
     },
 }
 
-/// The `params` of an incoming message, still as JSON text: typed readers parse it once,
-/// straight into their own types (no intermediate `Value` tree on the hot path).
+/// The `params` of an incoming message, still as JSON text (borrowed from the line when it
+/// can be): typed readers parse it once, straight into their own types.
 #[derive(Debug, Clone, Default)]
-pub struct Params(Option<Box<RawValue>>);
+pub struct Params<'a>(Option<Cow<'a, RawValue>>);
 
-impl PartialEq for Params {
+impl PartialEq for Params<'_> {
     fn eq(&self, other: &Self) -> bool {
         self.text() == other.text()
     }
 }
 
-impl Params {
+impl Params<'_> {
     /// The JSON text (`null` when absent).
     pub fn text(&self) -> &str {
         self.0.as_deref().map(RawValue::get).unwrap_or("null")
@@ -101,9 +102,9 @@ impl Params {
     }
 }
 
-impl From<Value> for Params {
+impl From<Value> for Params<'static> {
     fn from(v: Value) -> Self {
-        Params(serde_json::value::to_raw_value(&v).ok())
+        Params(serde_json::value::to_raw_value(&v).ok().map(Cow::Owned))
     }
 }
 
@@ -117,22 +118,23 @@ pub enum FrameError {
 }
 
 #[derive(Deserialize)]
-struct RawMessage {
+struct RawMessage<'a> {
     #[serde(default)]
     id: Option<Value>,
-    #[serde(default)]
-    method: Option<String>,
-    #[serde(default)]
-    params: Option<Box<RawValue>>,
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
     #[serde(default)]
     result: Option<Value>,
     #[serde(default)]
     error: Option<RpcError>,
 }
 
-impl Incoming {
-    /// Parses one line. Extra members (such as Codex's `emittedAtMs`) are ignored.
-    pub fn parse(line: &str) -> Result<Self, FrameError> {
+impl<'a> Incoming<'a> {
+    /// Parses one line. Extra members (such as Codex's `emittedAtMs`) are ignored; the params
+    /// stay borrowed from the line.
+    pub fn parse(line: &'a str) -> Result<Self, FrameError> {
         let raw: RawMessage = serde_json::from_str(line)?;
         let id = match raw.id {
             None | Some(Value::Null) => None,
@@ -141,8 +143,9 @@ impl Incoming {
                     .map_err(|_| FrameError::Shape("id is neither an integer nor a string"))?,
             ),
         };
-        let params = Params(raw.params);
-        match (id, raw.method, raw.result, raw.error) {
+        let params = Params(raw.params.map(Cow::Borrowed));
+        let method = raw.method.map(Cow::into_owned);
+        match (id, method, raw.result, raw.error) {
             (Some(id), Some(method), _, _) => Ok(Incoming::Request { id, method, params }),
             (None, Some(method), _, _) => Ok(Incoming::Notification { method, params }),
             (id, None, _, Some(error)) => Ok(Incoming::Error { id, error }),

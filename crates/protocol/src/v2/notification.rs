@@ -158,8 +158,8 @@ impl ServerNotification {
     }
 
     /// Reads a notification straight from its JSON text; never fails.
-    pub fn from_params(method: &str, params: &Params) -> Self {
-        fn typed<T: serde::de::DeserializeOwned>(p: &Params) -> Option<T> {
+    pub fn from_params(method: &str, params: &Params<'_>) -> Self {
+        fn typed<T: serde::de::DeserializeOwned>(p: &Params<'_>) -> Option<T> {
             p.parse()
         }
         use ServerNotification as N;
