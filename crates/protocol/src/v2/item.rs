@@ -159,7 +159,14 @@ impl ThreadItem {
         fn typed<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
             serde_json::from_str(text).ok()
         }
-        let kind = serde_json::from_str::<Tag>(text).ok().and_then(|t| t.kind);
+        // Codex writes the tag first; read it from the prefix when it is there.
+        let kind = match text
+            .strip_prefix(r#"{"type":""#)
+            .and_then(|rest| rest.split_once('"'))
+        {
+            Some((tag, _)) if !tag.contains('\\') => Some(std::borrow::Cow::Borrowed(tag)),
+            _ => serde_json::from_str::<Tag>(text).ok().and_then(|t| t.kind),
+        };
         let parsed = match kind.as_deref().unwrap_or("") {
             "userMessage" => typed(text).map(ThreadItem::UserMessage),
             "agentMessage" => typed(text).map(ThreadItem::AgentMessage),
