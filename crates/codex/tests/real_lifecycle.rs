@@ -129,10 +129,12 @@ async fn sigkill_mid_turn_fails_pending_calls_and_leaves_no_process(version: &'s
     wait_command_started(&mut sub).await;
     let pgid = bed.server.process().pgid();
     assert!(!procs::group_members(pgid).is_empty());
-    assert!(
-        !procs::pids_with_cmdline(&marker).is_empty(),
-        "the sleep command is running"
-    );
+    // item/started can come just before the process exists: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while procs::pids_with_cmdline(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the sleep command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // Keep calls in flight so some are pending at the moment of the kill.
     let peer = bed.server.peer().clone();
