@@ -194,15 +194,7 @@ async fn output_schema_reaches_the_model_and_the_answer_parses(version: &'static
         .expect("text.format sent");
     assert_eq!(format["type"], "json_schema");
     assert_eq!(format["schema"], schema);
-    let text = log
-        .completed_items()
-        .into_iter()
-        .rev()
-        .find_map(|i| match i {
-            ThreadItem::AgentMessage(m) => Some(m.text.clone()),
-            _ => None,
-        })
-        .expect("final message");
+    let text = log.final_text().expect("final message");
     let parsed: Value = serde_json::from_str(&text).expect("final message is JSON");
     assert_eq!(parsed["answer"], "42");
 }

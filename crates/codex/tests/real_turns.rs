@@ -78,15 +78,7 @@ async fn exec_command_writes_a_file(version: &'static str) {
         _ => None,
     });
     assert!(usage.expect("usage").total_tokens >= 150);
-    let final_text = log
-        .completed_items()
-        .into_iter()
-        .rev()
-        .find_map(|i| match i {
-            ThreadItem::AgentMessage(m) => Some(m.text.clone()),
-            _ => None,
-        });
-    assert_eq!(final_text.as_deref(), Some("wrote it"));
+    assert_eq!(log.final_text().as_deref(), Some("wrote it"));
     // The command's output went back to the model.
     let reqs = bed.model.requests();
     assert_eq!(reqs.len(), 2);

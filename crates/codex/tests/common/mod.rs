@@ -100,6 +100,17 @@ pub struct TurnLog {
 }
 
 impl TurnLog {
+    /// The text of the turn's last completed agent message.
+    pub fn final_text(&self) -> Option<String> {
+        self.completed_items()
+            .into_iter()
+            .rev()
+            .find_map(|i| match i {
+                codex_relay_protocol::v2::ThreadItem::AgentMessage(m) => Some(m.text.clone()),
+                _ => None,
+            })
+    }
+
     pub fn methods(&self) -> Vec<&'static str> {
         self.notifications.iter().map(method_of).collect()
     }
