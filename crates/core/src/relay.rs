@@ -80,6 +80,8 @@ pub struct CreateOptions {
     pub config: Option<Map<String, Value>>,
     /// JSON schema for the first turn's final message.
     pub output_schema: Option<Value>,
+    /// Run the first turn in plan mode (the model may ask questions).
+    pub plan_mode: bool,
     #[serde(skip)]
     pub dynamic_tools: Vec<DynamicTool>,
 }
@@ -293,6 +295,7 @@ impl Relay {
                         text: prompt.clone(),
                         images: opts.images.clone(),
                         output_schema: opts.output_schema.clone(),
+                        plan_mode: opts.plan_mode,
                     })
                     .await?,
             ),

@@ -1,5 +1,5 @@
 //! More engine scenarios on the real Codex: live deltas, dynamic tools (in-process and through
-//! the broker), the MAX_SESSIONS cap and closing a session mid-approval.
+//! the broker), questions in plan mode, the MAX_SESSIONS cap and closing a session mid-approval.
 
 mod common;
 
@@ -270,5 +270,89 @@ mod dynamic_tools {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn codex_0_98_0() {
         handler_and_broker_tools("0.98.0").await
+    }
+}
+
+mod questions {
+    use super::common::{Backend, Env};
+    use codex_relay_core::answer::PendingKind;
+    use codex_relay_core::{CreateOptions, Ev, PermissionMode, RelayError, SessionStatus};
+    use codex_relay_testkit::{Item, Reply};
+    use serde_json::json;
+
+    /// In plan mode the model asks a question with options: the session waits for input, a
+    /// wrong number of answers is refused, an option named in any case reaches the model as the
+    /// option's label. (Codex marks every question `isOther`, so free text would pass too.)
+    async fn a_question_is_answered_with_one_of_its_options(version: &'static str) {
+        let Some(env) = Env::start(version, Backend::Sqlite, crate::LONG).await else {
+            return;
+        };
+        let args = json!({"questions": [{"id": "env", "header": "Env", "question": "Which environment?",
+            "options": [{"label": "staging", "description": "safe"}, {"label": "prod", "description": "live"}]}]});
+        env.model.push([
+            Reply::items(vec![Item::function_call(
+                "request_user_input",
+                args,
+                "call_q",
+            )]),
+            Reply::text("deploying"),
+        ]);
+        let opts = CreateOptions {
+            prompt: Some("ask me where to deploy".into()),
+            cwd: Some(env.cwd()),
+            mode: Some(PermissionMode::ReadOnly),
+            plan_mode: true,
+            ..Default::default()
+        };
+        let (h, _) = env.relay.create(opts).await.unwrap();
+        let id = h.id().to_owned();
+        let snap = env
+            .until(&id, "the question", |s| {
+                s.status == SessionStatus::AwaitingInput
+            })
+            .await;
+        let q = &snap.pending[0];
+        assert_eq!(q.kind, PendingKind::Question);
+        assert_eq!(q.question, "Which environment?");
+        assert_eq!(q.options, vec!["staging".to_owned(), "prod".to_owned()]);
+
+        assert_eq!(q.details["questions"][0]["isOther"], true);
+        let wrong = env
+            .relay
+            .respond(&id, &q.id, &["prod".into(), "staging".into()], "test")
+            .await;
+        match wrong {
+            Err(RelayError::InvalidAnswer { message, .. }) => {
+                assert!(message.contains("1 question(s)"), "{message}")
+            }
+            other => panic!("expected InvalidAnswer, got {other:?}"),
+        }
+        let r = env
+            .relay
+            .respond(&id, &q.id, &["Prod".into()], "test")
+            .await
+            .unwrap();
+        assert_eq!(r.decision, "answer");
+        let snap = env
+            .until(&id, "the turn", |s| s.status == SessionStatus::Idle)
+            .await;
+        assert_eq!(snap.result, Some(json!("deploying")));
+        let output = env.model.requests()[1]
+            .tool_output("call_q")
+            .expect("the answer reached the model");
+        assert!(output.contains(r#"["prod"]"#), "{output}");
+        assert!(env.all_events(&id).await.iter().any(
+            |e| matches!(&e.ev, Ev::RequestResolved { decision, .. } if decision == "answer")
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_0_169_0() {
+        a_question_is_answered_with_one_of_its_options("0.169.0").await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_0_98_0() {
+        a_question_is_answered_with_one_of_its_options("0.98.0").await
     }
 }

@@ -159,12 +159,19 @@ impl Actor {
                 }
             }
         }
-        let params = TurnStartParams {
+        let mut params = TurnStartParams {
             thread_id: self.shared.id.clone(),
             input: items,
             output_schema: input.output_schema.clone(),
             ..Default::default()
         };
+        if input.plan_mode {
+            let model = self.shared.snapshot().model.unwrap_or_default();
+            params.extra.insert(
+                "collaborationMode".into(),
+                serde_json::json!({"mode": "plan", "settings": {"model": model, "developer_instructions": null}}),
+            );
+        }
         let turn = server.turn_start(&params).await?.turn;
         self.shared
             .turn_started(&turn.id, input.output_schema.is_some());

@@ -46,6 +46,9 @@ pub struct SayInput {
     pub images: Vec<String>,
     /// JSON schema for this turn's final message (ignored when steering).
     pub output_schema: Option<Value>,
+    /// Run this turn in Codex's plan collaboration mode, where the model may ask the user
+    /// questions (`request_user_input`) that arrive as pending `question` requests.
+    pub plan_mode: bool,
 }
 
 impl SayInput {
