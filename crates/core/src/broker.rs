@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use codex_relay_codex::{AppServer, IncomingRequest, Responder};
-use codex_relay_protocol::v2::{ServerRequest, UserInput};
+use codex_relay_protocol::v2::{FileUpdateChange, ServerRequest, UserInput};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -101,21 +101,29 @@ impl Broker {
     }
 
     /// Registers a request Codex made in `session`; returns at once.
+    /// `changes` are the file changes (path, kind, diff) Codex announced for the item a
+    /// file-change approval is about; they are shown with it.
     pub fn open(
         &self,
         session: &Arc<SessionShared>,
         server: &Arc<AppServer>,
         incoming: IncomingRequest,
+        changes: Option<&[FileUpdateChange]>,
     ) -> PendingView {
         let request = incoming.request();
         let now = now_ms();
-        let view = describe(
+        let mut view = describe(
             request,
             random_id("req_"),
             session.id.clone(),
             now,
             now + self.timeout.as_millis() as i64,
         );
+        if let Some(changes) = changes.filter(|c| !c.is_empty()) {
+            let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+            view.question = format!("Allow Codex to change {}?", paths.join(", "));
+            view.details["changes"] = serde_json::to_value(changes).unwrap_or(Value::Null);
+        }
         self.store.upsert_pending(view.record(None));
         let entry = Entry {
             view: view.clone(),

@@ -220,6 +220,7 @@ impl Relay {
                 .iter()
                 .filter_map(|t| Some((t.spec.name.clone(), t.handler.clone()?)))
                 .collect(),
+            file_changes: Default::default(),
         };
         tokio::spawn(actor.run());
         let handle = SessionHandle { shared, cmds: tx };

@@ -1,5 +1,6 @@
 //! More engine scenarios on the real Codex: live deltas, dynamic tools (in-process and through
-//! the broker), questions in plan mode, the MAX_SESSIONS cap and closing a session mid-approval.
+//! the broker), questions in plan mode, patch approvals with their diff, the MAX_SESSIONS cap
+//! and closing a session mid-approval.
 
 mod common;
 
@@ -354,5 +355,76 @@ mod questions {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn codex_0_98_0() {
         a_question_is_answered_with_one_of_its_options("0.98.0").await
+    }
+}
+
+mod file_changes {
+    use super::common::{Backend, Env};
+    use codex_relay_core::answer::PendingKind;
+    use codex_relay_core::{CreateOptions, PermissionMode, SessionStatus};
+    use codex_relay_testkit::{Item, Reply};
+    use serde_json::json;
+
+    /// A file-change approval shows the paths and the diff Codex announced for that item;
+    /// approving it writes the file.
+    async fn a_patch_approval_shows_its_diff(version: &'static str) {
+        let Some(env) = Env::start(version, Backend::Sqlite, crate::LONG).await else {
+            return;
+        };
+        let patch = "*** Begin Patch\n*** Add File: hello.txt\n+hi there\n*** End Patch\n";
+        env.model.push([
+            Reply::items(vec![Item::function_call(
+                "apply_patch",
+                json!({"input": patch}),
+                "call_p",
+            )]),
+            Reply::text("patched"),
+        ]);
+        let opts = CreateOptions {
+            prompt: Some("add hello.txt".into()),
+            cwd: Some(env.cwd()),
+            // A model name Codex knows, so it offers its apply_patch tool.
+            model: Some("gpt-5-codex".into()),
+            mode: Some(PermissionMode::Default),
+            ..Default::default()
+        };
+        let (h, _) = env.relay.create(opts).await.unwrap();
+        let id = h.id().to_owned();
+        let snap = env
+            .until(&id, "the patch approval", |s| {
+                s.status == SessionStatus::AwaitingApproval
+            })
+            .await;
+        let p = &snap.pending[0];
+        assert_eq!(p.kind, PendingKind::FileChangeApproval);
+        assert!(p.question.contains("hello.txt"), "{}", p.question);
+        let change = &p.details["changes"][0];
+        assert!(
+            change["path"].as_str().unwrap_or("").ends_with("hello.txt"),
+            "{change}"
+        );
+        assert!(
+            change["diff"].as_str().unwrap_or("").contains("hi there"),
+            "{change}"
+        );
+        env.relay
+            .respond(&id, &p.id, &["approve".into()], "test")
+            .await
+            .unwrap();
+        env.until(&id, "the turn", |s| s.status == SessionStatus::Idle)
+            .await;
+        assert_eq!(
+            std::fs::read_to_string(env.home.workspace().join("hello.txt"))
+                .unwrap()
+                .trim(),
+            "hi there"
+        );
+    }
+
+    // Codex 0.169 offers no apply_patch tool to the scripted provider (not even for a model
+    // name it knows), so this runs on 0.98 only.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn codex_0_98_0() {
+        a_patch_approval_shows_its_diff("0.98.0").await
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use codex_relay_codex::{AppServer, IncomingRequest, PeerEvent, Subscription};
 use codex_relay_protocol::v2::{
-    ServerNotification, ServerRequest, ThreadResume, ThreadResumeParams, ToolCallResponse,
-    TurnStartParams,
+    FileUpdateChange, ServerNotification, ServerRequest, ThreadItem, ThreadResume,
+    ThreadResumeParams, ToolCallResponse, TurnStartParams,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -40,6 +40,9 @@ pub(crate) struct Actor {
     pub server: Option<Arc<AppServer>>,
     pub sub: Option<Subscription>,
     pub tools: HashMap<String, Arc<dyn ToolHandler>>,
+    /// File changes announced by `item/started` in the running turn, by item id, so a
+    /// file-change approval can show its diff.
+    pub file_changes: HashMap<String, Vec<FileUpdateChange>>,
 }
 
 enum Flow {
@@ -199,6 +202,15 @@ impl Actor {
         while let Some(event) = next.take() {
             match event {
                 Some(PeerEvent::Notification(n)) => {
+                    match &n.notification {
+                        ServerNotification::ItemStarted(i) => {
+                            if let ThreadItem::FileChange(f) = &i.item {
+                                self.file_changes.insert(f.id.clone(), f.changes.clone());
+                            }
+                        }
+                        ServerNotification::TurnCompleted(_) => self.file_changes.clear(),
+                        _ => {}
+                    }
                     raws.push(n.raw);
                     let mapped = mapper::map(&n.notification);
                     events.extend(mapped.events);
@@ -262,7 +274,13 @@ impl Actor {
         }
         match (self.relay.upgrade(), &self.server) {
             (Some(relay), Some(server)) => {
-                relay.broker.open(&self.shared, server, req);
+                let changes = match req.request() {
+                    ServerRequest::FileChangeApproval(p) => {
+                        self.file_changes.get(&p.item_id).map(Vec::as_slice)
+                    }
+                    _ => None,
+                };
+                relay.broker.open(&self.shared, server, req, changes);
             }
             _ => drop(req), // answered fail-closed by its responder
         }
