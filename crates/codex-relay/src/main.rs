@@ -1,6 +1,8 @@
 //! The `codex-relay` command line.
 
 mod doctor;
+mod engine;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +29,10 @@ struct Cli {
 enum Command {
     /// Show which Codex would be used, whether it is compatible, and whether `app-server` starts.
     Doctor(doctor::DoctorArgs),
+    /// Serve MCP over stdio: Codex as six tools for Claude, Cursor, Codex itself, ...
+    Mcp(serve::McpArgs),
+    /// Serve MCP over streamable HTTP at /mcp (loopback by default).
+    Serve(serve::ServeArgs),
 }
 
 #[tokio::main]
@@ -41,6 +47,8 @@ async fn main() -> std::process::ExitCode {
         .init();
     let result = match cli.command {
         Command::Doctor(args) => doctor::run(args).await,
+        Command::Mcp(args) => serve::mcp(args).await,
+        Command::Serve(args) => serve::serve(args).await,
     };
     match result {
         Ok(code) => code,

@@ -193,6 +193,10 @@ impl Relay {
         Ok(relay)
     }
 
+    pub fn config(&self) -> &RelayConfig {
+        &self.inner.config
+    }
+
     pub fn store(&self) -> &Store {
         &self.inner.store
     }

@@ -25,6 +25,8 @@ pub enum InstallError {
     NoNpm(std::io::Error),
     #[error("`npm install @openai/codex@{version}` failed: {output}")]
     Npm { version: String, output: String },
+    #[error("{what} failed: {output}")]
+    Tool { what: String, output: String },
     #[error("{path} does not report version {version} (it says: {said})")]
     WrongVersion {
         path: PathBuf,
@@ -147,10 +149,10 @@ fn reports_version(bin: &Path, version: &str) -> bool {
 }
 
 /// `flock(2)` held for the guard's lifetime.
-struct FileLock<'a>(&'a File);
+pub(crate) struct FileLock<'a>(&'a File);
 
 impl<'a> FileLock<'a> {
-    fn exclusive(file: &'a File) -> Self {
+    pub(crate) fn exclusive(file: &'a File) -> Self {
         use std::os::fd::AsRawFd;
         // SAFETY: flock on a valid open descriptor.
         unsafe {

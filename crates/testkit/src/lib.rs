@@ -4,8 +4,10 @@
 //! - [`install`]: installs `@openai/codex` at the pinned versions from the npm registry into a
 //!   cache directory, once.
 //! - [`model`]: the scripted model server (replies, failure modes, recorded requests).
+//! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
+pub mod clients;
 pub mod home;
 pub mod install;
 pub mod model;

@@ -1,0 +1,69 @@
+//! `codex-relay mcp` (MCP over stdio) and `codex-relay serve` (MCP over streamable HTTP at
+//! `/mcp`): both run the engine until the client goes away or a signal arrives, then stop
+//! Codex (its whole process group) and flush the store.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{EngineArgs, shutdown_signal};
+
+#[derive(clap::Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Address to listen on. Loopback by default: anyone who can reach it can run commands
+    /// through Codex.
+    #[arg(long, env = "CODEX_RELAY_LISTEN", default_value = "127.0.0.1:7878")]
+    listen: SocketAddr,
+    /// Extra `Host` header values to accept (loopback names always are), e.g. when serving
+    /// behind a proxy.
+    #[arg(long = "allow-host")]
+    allow_hosts: Vec<String>,
+}
+
+pub async fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
+    let relay = args.engine.open().await?;
+    let result = tokio::select! {
+        r = codex_relay_mcp::serve_stdio(relay.clone()) => r.map_err(anyhow::Error::from),
+        _ = shutdown_signal() => Ok(()),
+    };
+    relay.shutdown().await;
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let relay = args.engine.open().await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
+    hosts.push(addr.to_string());
+    hosts.extend(args.allow_hosts);
+    let stop = CancellationToken::new();
+    let mcp = codex_relay_mcp::http_service(relay.clone(), hosts, stop.child_token());
+    let app = axum::Router::new().nest_service("/mcp", mcp);
+    eprintln!("codex-relay: MCP at http://{addr}/mcp");
+    let graceful = stop.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            graceful.cancel();
+        })
+        .await
+        .context("serving HTTP")?;
+    relay.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,270 @@
+//! Set-up for the MCP front tests: the scripted model and a fresh CODEX_HOME, codex-relay
+//! serving MCP (the client spawns `codex-relay mcp`, or the test runs `codex-relay serve`), and
+//! a real MCP client (the official Node or Python SDK) driven one JSON command at a time.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use codex_relay_testkit::{CodexHome, ModelServer};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+pub const RELAY: &str = env!("CARGO_BIN_EXE_codex-relay");
+/// One driver command (a tool call may wait up to its own waitMs) at most.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(150);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sdk {
+    Node,
+    Python,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    Http,
+}
+
+fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("clients")
+}
+
+/// The engine flags every test passes to `codex-relay mcp` / `serve`.
+pub fn engine_args(codex: &Path, home: &CodexHome, approval_timeout_ms: u64) -> Vec<String> {
+    vec![
+        "--codex".into(),
+        codex.display().to_string(),
+        "--codex-home".into(),
+        home.path().display().to_string(),
+        "--db".into(),
+        home.root().join("relay.db").display().to_string(),
+        "--approval-timeout-ms".into(),
+        approval_timeout_ms.to_string(),
+    ]
+}
+
+/// The environment a stdio-spawned relay gets (SDKs pass only what they are given).
+pub fn relay_env() -> Value {
+    let mut env = serde_json::Map::new();
+    for key in ["PATH", "HOME", "TMPDIR", "RUST_LOG"] {
+        if let Ok(v) = std::env::var(key) {
+            env.insert(key.into(), json!(v));
+        }
+    }
+    env.insert(
+        "LOG_LEVEL".into(),
+        json!(std::env::var("LOG_LEVEL").unwrap_or_else(|_| "info".into())),
+    );
+    Value::Object(env)
+}
+
+/// `codex-relay serve` on a random loopback port; killed (with its Codex) on drop.
+pub struct HttpRelay {
+    pub url: String,
+    child: Child,
+}
+
+impl HttpRelay {
+    pub async fn start(args: Vec<String>) -> HttpRelay {
+        let mut child = Command::new(RELAY)
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env(
+                "LOG_LEVEL",
+                std::env::var("LOG_LEVEL").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn codex-relay serve");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let url = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                eprintln!("[relay] {line}");
+                if let Some(url) = line.split("MCP at ").nth(1) {
+                    return url.trim().to_owned();
+                }
+            }
+            panic!("codex-relay serve exited before listening")
+        })
+        .await
+        .expect("codex-relay serve listens within 30 s");
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("[relay] {line}");
+            }
+        });
+        HttpRelay { url, child }
+    }
+
+    /// SIGTERM, as a service manager would stop it; waits for the exit.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: signalling our own child.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            }
+        }
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("codex-relay serve stops within 10 s of SIGTERM")
+            .expect("wait")
+    }
+}
+
+/// A real MCP client process, driven one JSON command per line.
+pub struct Driver {
+    pub sdk: Sdk,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl Driver {
+    pub async fn spawn(sdk: Sdk) -> Driver {
+        let mut cmd = match sdk {
+            Sdk::Node => {
+                let dir = clients_dir().join("node");
+                codex_relay_testkit::clients::npm_ci(&dir).expect("the Node MCP SDK installs");
+                let mut c = Command::new("node");
+                c.arg(dir.join("driver.mjs"));
+                c
+            }
+            Sdk::Python => {
+                let dir = clients_dir().join("python");
+                let python =
+                    codex_relay_testkit::clients::python_env(&dir.join("requirements.txt"))
+                        .expect("the Python MCP SDK installs");
+                let mut c = Command::new(python);
+                c.arg(dir.join("driver.py"));
+                c
+            }
+        };
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the MCP client driver");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        Driver {
+            sdk,
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends one command; returns its `value`, panicking on a driver error.
+    pub async fn cmd(&mut self, command: Value) -> Value {
+        let mut line = command.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        let answer = tokio::time::timeout(COMMAND_TIMEOUT, self.stdout.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("the {:?} driver did not answer {command}", self.sdk))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the {:?} driver exited during {command}", self.sdk));
+        let answer: Value = serde_json::from_str(&answer).expect("driver answers JSON");
+        assert_eq!(answer["ok"], true, "driver failed on {command}: {answer}");
+        answer["value"].clone()
+    }
+
+    /// Connects over `transport` to a relay started with `args` (stdio) or at `url` (HTTP).
+    pub async fn connect(&mut self, transport: Transport, args: &[String], url: &str) -> Value {
+        match transport {
+            Transport::Stdio => {
+                let mut all = vec!["mcp".to_owned()];
+                all.extend_from_slice(args);
+                self.cmd(json!({"op": "connect", "transport": "stdio", "command": RELAY, "args": all, "env": relay_env()}))
+                    .await
+            }
+            Transport::Http => {
+                self.cmd(json!({"op": "connect", "transport": "http", "url": url}))
+                    .await
+            }
+        }
+    }
+
+    /// Calls a tool; the answer has `isError`, `structured`, `text`, `progress`, `ms` (or
+    /// `thrown` for a protocol-level failure).
+    pub async fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.cmd(json!({"op": "call", "tool": tool, "args": args}))
+            .await
+    }
+
+    /// Calls a tool that must succeed; returns its structured content.
+    pub async fn ok(&mut self, tool: &str, args: Value) -> Value {
+        let r = self.call(tool, args.clone()).await;
+        assert!(
+            r.get("thrown").is_none() && r["isError"] == false,
+            "{tool} {args} failed: {r}"
+        );
+        r["structured"].clone()
+    }
+
+    /// Polls `codex_status` with long waits until `done` holds; returns the last status and
+    /// every event seen since `cursor`.
+    pub async fn status_until(
+        &mut self,
+        session: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> (Value, Vec<Value>) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut cursor = 0;
+        let mut events = Vec::new();
+        loop {
+            let s = self
+                .ok(
+                    "codex_status",
+                    json!({"sessionId": session, "cursor": cursor, "waitMs": 5000}),
+                )
+                .await;
+            events.extend(s["events"].as_array().cloned().unwrap_or_default());
+            cursor = s["nextCursor"].as_u64().expect("nextCursor");
+            if done(&s) {
+                return (s, events);
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "session {session} did not get there in {timeout:?}; last status: {s}"
+            );
+        }
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.cmd(json!({"op": "close"})).await;
+        drop(self.stdin);
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+/// The scripted model and a fresh CODEX_HOME.
+pub struct Bed {
+    pub model: ModelServer,
+    pub home: CodexHome,
+    pub codex: PathBuf,
+}
+
+impl Bed {
+    pub async fn start(version: &str) -> Bed {
+        let model = ModelServer::start().await;
+        let home = CodexHome::new(model.url());
+        let codex = codex_relay_testkit::codex_bin(version).expect("pinned Codex installs");
+        Bed { model, home, codex }
+    }
+
+    pub fn args(&self, approval_timeout_ms: u64) -> Vec<String> {
+        engine_args(&self.codex, &self.home, approval_timeout_ms)
+    }
+}

@@ -1,0 +1,225 @@
+//! The MCP server handler: lists the six tools, parses their arguments (bad ones become
+//! `isError` results that say what the tool takes), runs them on the engine, long-polls
+//! `codex_status` with progress notifications, and starts elicitation for the sessions a
+//! connection uses.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use codex_relay_core::Relay;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use crate::elicit::Elicitor;
+use crate::input_required::{self, RoundState};
+use crate::params::{self, StatusParams};
+use crate::tools::{self, ToolError};
+
+/// How often a waiting `codex_status` reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+const INSTRUCTIONS: &str = "codex-relay runs OpenAI Codex sessions. codex_start begins a task and \
+returns a sessionId at once; codex_status {sessionId, waitMs: 30000, cursor} waits for changes and \
+shows the result, recent output and any pendingQuestion; answer approvals and questions with \
+codex_respond (\"approve\", \"deny: <reason>\", an option); codex_say continues or steers a session; \
+codex_interrupt stops a turn; codex_list shows sessions, including ones other Codex clients made.";
+
+/// One MCP connection's server (rmcp makes one per stdio process or HTTP session).
+pub struct RelayMcp {
+    relay: Relay,
+    tools: Arc<Vec<Tool>>,
+    elicitor: Elicitor,
+}
+
+impl RelayMcp {
+    pub fn new(relay: Relay) -> Self {
+        Self {
+            elicitor: Elicitor::new(relay.clone()),
+            relay,
+            tools: Arc::new(tools::definitions()),
+        }
+    }
+
+    /// Runs one tool; `Err` is a message for the caller.
+    async fn run(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ToolError> {
+        let name = request.name.as_ref();
+        let args = request.arguments.clone();
+        let out = match name {
+            tools::START => tools::start(&self.relay, parse(name, args)?).await?,
+            tools::SAY => tools::say(&self.relay, parse(name, args)?).await?,
+            tools::STATUS => return self.status(parse(name, args)?, request, context).await,
+            tools::RESPOND => tools::respond(&self.relay, parse(name, args)?).await?,
+            tools::INTERRUPT => tools::interrupt(&self.relay, parse(name, args)?).await?,
+            tools::LIST => tools::list(&self.relay, parse(name, args)?).await?,
+            _ => unreachable!("unknown tools are refused before run"),
+        };
+        if matches!(name, tools::START | tools::SAY) {
+            self.watch(context, &out).await;
+        }
+        Ok(complete(out))
+    }
+
+    /// `codex_status`: waits if asked; for 2026-07-28 clients that can answer forms, pending
+    /// requests come back as an `InputRequiredResult` (see `input_required.rs`).
+    async fn status(
+        &self,
+        p: StatusParams,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ToolError> {
+        let rounds = input_required::applies(context);
+        let mut state = RoundState::parse(request.request_state.as_deref());
+        if rounds {
+            self.relay.status(&p.session_id)?;
+            if let Some(responses) = request.input_responses {
+                input_required::apply(&self.relay, &p.session_id, responses).await;
+            }
+            if let Some(ask) = input_required::ask(&self.relay, &p.session_id, &mut state) {
+                return Ok(ask.into());
+            }
+        }
+        self.wait(&p, context).await?;
+        if rounds && let Some(ask) = input_required::ask(&self.relay, &p.session_id, &mut state) {
+            return Ok(ask.into());
+        }
+        let out = tools::status(&self.relay, &p).await?;
+        self.watch(context, &out).await;
+        Ok(complete(out))
+    }
+
+    /// Forwards the session's approvals and questions to this client as elicitation forms,
+    /// when it can be asked.
+    async fn watch(&self, context: &RequestContext<RoleServer>, out: &Value) {
+        if let Some(id) = out.get("sessionId").and_then(Value::as_str) {
+            self.elicitor.watch(&context.peer, id).await;
+        }
+    }
+
+    /// `waitMs`: waits until the session logs past the cursor (or, without one, past what it
+    /// had at the call) or changes status; reports progress meanwhile; stops when the client
+    /// cancels the call.
+    async fn wait(
+        &self,
+        p: &StatusParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ToolError> {
+        let Some(ms) = p.wait_ms.filter(|ms| *ms > 0) else {
+            return Ok(());
+        };
+        let timeout = Duration::from_millis(ms).min(tools::MAX_WAIT);
+        let after = match p.cursor {
+            Some(c) => c,
+            None => self.relay.status(&p.session_id)?.last_seq,
+        };
+        let token = context.meta.get_progress_token();
+        let started = tokio::time::Instant::now();
+        let wait = self.relay.wait(&p.session_id, after, timeout);
+        tokio::pin!(wait);
+        let mut tick = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            tokio::select! {
+                done = &mut wait => {
+                    done?;
+                    return Ok(());
+                }
+                _ = context.ct.cancelled() => {
+                    return Err(ToolError("cancelled by the client".into()));
+                }
+                _ = tick.tick() => {
+                    if let Some(token) = &token {
+                        let waited = started.elapsed().as_millis() as f64;
+                        let status = self
+                            .relay
+                            .status(&p.session_id)
+                            .map(|s| tools::status_word(&s))
+                            .unwrap_or("unknown");
+                        let note = ProgressNotificationParam::new(token.clone(), waited)
+                            .with_total(timeout.as_millis() as f64)
+                            .with_message(format!("session {} is {status}; waiting for a change", p.session_id));
+                        if let Err(e) = context.peer.notify_progress(note).await {
+                            tracing::debug!("progress notification not sent: {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn parse<P: serde::de::DeserializeOwned>(
+    tool: &str,
+    args: Option<serde_json::Map<String, Value>>,
+) -> Result<P, ToolError> {
+    params::parse(tool, tools::signature(tool), args).map_err(ToolError)
+}
+
+/// A finished call: the JSON as structured content, and pretty-printed as text for clients
+/// that only show text.
+fn complete(value: Value) -> CallToolResponse {
+    let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    let mut r = CallToolResult::structured(value);
+    r.content = vec![ContentBlock::text(text)];
+    r.into()
+}
+
+impl ServerHandler for RelayMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("codex-relay", env!("CARGO_PKG_VERSION"))
+                    .with_title("codex-relay: OpenAI Codex sessions"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    /// 2025-06-18 and 2025-11-25 with elicitation; 2026-07-28 (no server-to-client requests:
+    /// approvals through `codex_respond`); older revisions for older clients.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if !self.tools.iter().any(|t| t.name == name) {
+            let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_ref()).collect();
+            return Err(McpError::invalid_params(
+                format!("unknown tool {name:?}; the tools are {}", known.join(", ")),
+                None,
+            ));
+        }
+        match self.run(request.clone(), &context).await {
+            Ok(response) => Ok(response),
+            Err(e) => {
+                tracing::info!(tool = name, "tool error: {e}");
+                Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into())
+            }
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The six tools: their definitions (names, descriptions, input schemas) and what each one does
+//! with the engine. Every failure is a [`ToolError`] whose message says what to do next.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use codex_relay_core::{
+    CreateOptions, Envelope, ListFilter, Relay, RelayError, SayInput, SessionSnapshot,
+    SessionStatus,
+};
+use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde_json::{Map, Value, json};
+
+use crate::params::{
+    ApprovalPolicyParam, InterruptParams, ListParams, RespondParams, SandboxParam, SayParams,
+    StartParams, StatusParams,
+};
+use crate::view;
+
+/// Who answers through `codex_respond`, as recorded in `request-resolved`.
+pub const RESPOND_BY: &str = "mcp";
+
+/// A tool call that did not work; shown to the caller as an `isError` result.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl From<RelayError> for ToolError {
+    fn from(e: RelayError) -> Self {
+        ToolError(e.to_string())
+    }
+}
+
+pub const START: &str = "codex_start";
+pub const SAY: &str = "codex_say";
+pub const STATUS: &str = "codex_status";
+pub const RESPOND: &str = "codex_respond";
+pub const INTERRUPT: &str = "codex_interrupt";
+pub const LIST: &str = "codex_list";
+
+/// What each tool takes, for error messages.
+pub fn signature(tool: &str) -> &'static str {
+    match tool {
+        START => {
+            "{prompt, workingDirectory?, model?, approvalPolicy?, sandbox?, fullAuto?, profile?, config?, baseInstructions?, images?, skipGitRepoCheck?, dangerouslyBypassApprovalsAndSandbox?, outputSchema?}"
+        }
+        SAY => "{sessionId, message, images?}",
+        STATUS => "{sessionId, outputLines?, cursor?, waitMs?}",
+        RESPOND => "{sessionId, id, answers: [string]}",
+        INTERRUPT => "{sessionId}",
+        LIST => "{workingDirectory?, limit?}",
+        _ => "",
+    }
+}
+
+fn schema_of<T: JsonSchema>() -> Arc<JsonObject> {
+    let settings = schemars::generate::SchemaSettings::draft2020_12().with(|s| {
+        s.inline_subschemas = true;
+    });
+    let schema = settings.into_generator().into_root_schema_for::<T>();
+    let mut object = match serde_json::to_value(schema) {
+        Ok(Value::Object(o)) => o,
+        _ => JsonObject::new(),
+    };
+    object.remove("$schema");
+    object.remove("title");
+    Arc::new(object)
+}
+
+fn tool<T: JsonSchema>(name: &'static str, title: &str, description: &str) -> Tool {
+    Tool::new(name, description.to_owned(), schema_of::<T>()).with_title(title)
+}
+
+/// The tool list, in the order clients show them.
+pub fn definitions() -> Vec<Tool> {
+    vec![
+        tool::<StartParams>(
+            START,
+            "Start a Codex session",
+            "Start a new Codex session on a task and return at once with its sessionId; the session \
+             runs in the background. Follow it with codex_status (use waitMs to wait for changes), \
+             answer approvals with codex_respond. Optional settings reach Codex only when given.",
+        )
+        .with_annotations(ToolAnnotations::new().destructive(true).open_world(true)),
+        tool::<SayParams>(
+            SAY,
+            "Send a message to a Codex session",
+            "Send a message to a session: it starts a new turn when the session is idle, or is \
+             added to the running turn (steering) when one is active; the answer says which. Any \
+             Codex thread id (see codex_list) can be continued.",
+        )
+        .with_annotations(ToolAnnotations::new().destructive(true).open_world(true)),
+        tool::<StatusParams>(
+            STATUS,
+            "Status of a Codex session",
+            "The status of a session (active, awaiting_approval, awaiting_input, done, \
+             interrupted, error, closed), its result (the final message, parsed JSON with an \
+             outputSchema), recent output, the pending question to answer with codex_respond, \
+             the items of the latest turn, token usage, and its events after `cursor`. With \
+             waitMs it waits until something changes, so there is no need to poll in a loop.",
+        )
+        .with_annotations(ToolAnnotations::new().read_only(true)),
+        tool::<RespondParams>(
+            RESPOND,
+            "Answer a Codex approval or question",
+            "Answer a pending approval or question (pendingQuestion.id from codex_status): \
+             \"approve\", \"approve for session\", \"deny\", \"deny: <reason>\" (the reason is \
+             passed to the model) or \"cancel\" (also stops the turn); for questions, one of the \
+             options per question. The first answer wins.",
+        )
+        .with_annotations(ToolAnnotations::new().destructive(true)),
+        tool::<InterruptParams>(
+            INTERRUPT,
+            "Interrupt a Codex session",
+            "Stop the running turn of a session. The session stays usable: codex_say continues it.",
+        )
+        .with_annotations(ToolAnnotations::new().destructive(false).idempotent(true)),
+        tool::<ListParams>(
+            LIST,
+            "List Codex sessions",
+            "Sessions most recent first: this relay's and those other Codex clients (the TUI, \
+             codex exec, IDEs) created in the same CODEX_HOME. Any of them can be continued with \
+             codex_say.",
+        )
+        .with_annotations(ToolAnnotations::new().read_only(true)),
+    ]
+}
+
+/// A path as Codex should see it: absolute, relative ones resolved against `base` (or the
+/// relay's directory).
+fn absolute(path: &str, base: Option<&Path>) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        match base {
+            Some(b) => b.join(p),
+            None => std::env::current_dir().unwrap_or_default().join(p),
+        }
+    }
+}
+
+/// `config` values as `-c` takes them: a string that reads as JSON (`true`, `42`, `["a"]`) is
+/// that value; other values pass as they are.
+fn config_values(config: Map<String, Value>) -> Map<String, Value> {
+    config
+        .into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => {
+                let parsed = serde_json::from_str::<Value>(&s)
+                    .ok()
+                    .filter(|p| !p.is_string());
+                (k, parsed.unwrap_or(Value::String(s)))
+            }
+            other => (k, other),
+        })
+        .collect()
+}
+
+/// `codex_start`'s parameters as engine options.
+pub fn create_options(p: StartParams) -> Result<CreateOptions, ToolError> {
+    let cwd = match &p.working_directory {
+        Some(dir) => {
+            let abs = absolute(dir, None);
+            if !abs.is_dir() {
+                return Err(ToolError(format!(
+                    "workingDirectory {dir:?} is not a directory here ({}); pass an existing directory",
+                    abs.display()
+                )));
+            }
+            Some(abs)
+        }
+        None => None,
+    };
+    let mut approval_policy = p.approval_policy.map(|a| match a {
+        ApprovalPolicyParam::Untrusted => ApprovalPolicy::Untrusted,
+        ApprovalPolicyParam::OnFailure => ApprovalPolicy::OnFailure,
+        ApprovalPolicyParam::OnRequest => ApprovalPolicy::OnRequest,
+        ApprovalPolicyParam::Never => ApprovalPolicy::Never,
+    });
+    let mut sandbox = p.sandbox.map(|s| match s {
+        SandboxParam::ReadOnly => SandboxMode::ReadOnly,
+        SandboxParam::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+        SandboxParam::DangerFullAccess => SandboxMode::DangerFullAccess,
+    });
+    if p.dangerously_bypass_approvals_and_sandbox == Some(true) {
+        if p.full_auto == Some(true) {
+            return Err(ToolError(
+                "fullAuto and dangerouslyBypassApprovalsAndSandbox contradict each other; pass one"
+                    .into(),
+            ));
+        }
+        approval_policy = approval_policy.or(Some(ApprovalPolicy::Never));
+        sandbox = sandbox.or(Some(SandboxMode::DangerFullAccess));
+    } else if p.full_auto == Some(true) {
+        approval_policy = approval_policy.or(Some(ApprovalPolicy::OnRequest));
+        sandbox = sandbox.or(Some(SandboxMode::WorkspaceWrite));
+    }
+    let mut config = p.config.map(config_values);
+    if let Some(profile) = p.profile {
+        config
+            .get_or_insert_with(Map::new)
+            .insert("profile".into(), Value::String(profile));
+    }
+    if let Some(schema) = &p.output_schema
+        && !schema.is_object()
+    {
+        return Err(ToolError(
+            "outputSchema must be a JSON Schema object, e.g. {\"type\": \"object\", \"properties\": {...}}"
+                .into(),
+        ));
+    }
+    if p.prompt.trim().is_empty() {
+        return Err(ToolError(
+            "prompt is empty; say what Codex should do".into(),
+        ));
+    }
+    let images = p
+        .images
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| image(&i, cwd.as_deref()))
+        .collect::<Result<_, _>>()?;
+    Ok(CreateOptions {
+        prompt: Some(p.prompt),
+        images,
+        cwd: cwd.map(|c| c.display().to_string()),
+        model: p.model,
+        approval_policy,
+        sandbox,
+        base_instructions: p.base_instructions,
+        config,
+        output_schema: p.output_schema,
+        ..Default::default()
+    })
+}
+
+/// An image for Codex: URLs pass; local files must exist.
+fn image(i: &str, cwd: Option<&Path>) -> Result<String, ToolError> {
+    if ["http://", "https://", "data:"]
+        .iter()
+        .any(|p| i.starts_with(p))
+    {
+        return Ok(i.to_owned());
+    }
+    let path = absolute(i, cwd);
+    if !path.is_file() {
+        return Err(ToolError(format!(
+            "image {i:?} is not a file here ({}); pass an existing file or an http(s)/data URL",
+            path.display()
+        )));
+    }
+    Ok(path.display().to_string())
+}
+
+/// The status word the tools use (the reference contract's `done` for a finished turn).
+pub fn status_word(s: &SessionSnapshot) -> &'static str {
+    match s.status {
+        SessionStatus::Idle if s.turn_count == 0 => "idle",
+        other => view::status_word(other),
+    }
+}
+
+pub async fn start(relay: &Relay, p: StartParams) -> Result<Value, ToolError> {
+    let opts = create_options(p)?;
+    let (handle, first) = relay.create(opts).await?;
+    let snap = handle.snapshot();
+    Ok(json!({
+        "sessionId": snap.session_id,
+        "status": status_word(&snap),
+        "turnId": first.as_ref().map(|f| f.turn_id()),
+        "cwd": snap.cwd,
+        "model": snap.model,
+    }))
+}
+
+pub async fn say(relay: &Relay, p: SayParams) -> Result<Value, ToolError> {
+    if p.message.trim().is_empty() {
+        return Err(ToolError(
+            "message is empty; say what Codex should do".into(),
+        ));
+    }
+    let cwd = relay
+        .status(&p.session_id)
+        .ok()
+        .and_then(|s| s.cwd)
+        .map(PathBuf::from);
+    let images = p
+        .images
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| image(&i, cwd.as_deref()))
+        .collect::<Result<_, _>>()?;
+    let outcome = relay
+        .say(
+            &p.session_id,
+            SayInput {
+                text: p.message,
+                images,
+                ..Default::default()
+            },
+        )
+        .await?;
+    let snap = relay.status(&p.session_id)?;
+    let (mode, note) = match &outcome {
+        codex_relay_core::SayOutcome::Started { .. } => ("started", "a new turn started"),
+        codex_relay_core::SayOutcome::Steered { .. } => {
+            ("steered", "a turn was running: the message was added to it")
+        }
+    };
+    Ok(json!({
+        "sessionId": p.session_id,
+        "status": status_word(&snap),
+        "mode": mode,
+        "turnId": outcome.turn_id(),
+        "note": note,
+    }))
+}
+
+/// Events returned by one `codex_status` call at most; `nextCursor` continues.
+pub const EVENTS_PER_CALL: usize = 500;
+/// The longest `waitMs` honoured.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// `codex_status`, after any waiting (see `server.rs`).
+pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError> {
+    let snap = relay.status(&p.session_id)?;
+    let lines = p.output_lines.unwrap_or(50).min(1000) as usize;
+    // The latest turn's items and the recent output come from the newest part of the log.
+    let window = relay.config().event_buffer.clamp(100, 2000);
+    let recent: Vec<Arc<Envelope>> = relay
+        .events(
+            &p.session_id,
+            snap.last_seq.saturating_sub(window as u64),
+            window,
+        )
+        .await?;
+    let cursor = p.cursor.unwrap_or(0);
+    let events = relay.events(&p.session_id, cursor, EVENTS_PER_CALL).await?;
+    let next_cursor = events.last().map_or(cursor.min(snap.last_seq), |e| e.seq);
+    Ok(json!({
+        "sessionId": snap.session_id,
+        "status": status_word(&snap),
+        "result": snap.result,
+        "error": if snap.status == SessionStatus::Error { snap.last_error.clone() } else { None },
+        "recentOutput": view::recent_output(&recent, lines),
+        "pendingQuestion": view::pending_question(&snap.pending),
+        "itemEvents": view::item_events(&recent, 200),
+        "usage": snap.usage.as_ref().map(view::usage),
+        "turnCount": snap.turn_count,
+        "cwd": snap.cwd,
+        "model": snap.model,
+        "events": events,
+        "nextCursor": next_cursor,
+        "moreEvents": next_cursor < snap.last_seq,
+    }))
+}
+
+pub async fn respond(relay: &Relay, p: RespondParams) -> Result<Value, ToolError> {
+    if p.answers.is_empty() {
+        return Err(ToolError(
+            "answers is empty; give one answer per question, e.g. [\"approve\"] or [\"deny: too risky\"]"
+                .into(),
+        ));
+    }
+    let resolution = relay
+        .respond(&p.session_id, &p.id, &p.answers, RESPOND_BY)
+        .await?;
+    let snap = relay.status(&p.session_id)?;
+    Ok(json!({
+        "sessionId": p.session_id,
+        "id": resolution.id,
+        "decision": resolution.decision,
+        "reason": resolution.reason,
+        "status": status_word(&snap),
+        "pendingQuestion": view::pending_question(&snap.pending),
+    }))
+}
+
+/// How long `codex_interrupt` waits for Codex to end the turn before it answers.
+const INTERRUPT_SETTLE: Duration = Duration::from_secs(5);
+
+pub async fn interrupt(relay: &Relay, p: InterruptParams) -> Result<Value, ToolError> {
+    let before = relay.status(&p.session_id)?;
+    let was_running = relay.interrupt(&p.session_id).await?;
+    if was_running {
+        // Codex ends the turn shortly after acknowledging: answer with the settled status.
+        let deadline = tokio::time::Instant::now() + INTERRUPT_SETTLE;
+        let mut seen = before.last_seq;
+        while relay.status(&p.session_id)?.status.is_running()
+            && tokio::time::Instant::now() < deadline
+        {
+            let left = deadline - tokio::time::Instant::now();
+            relay.wait(&p.session_id, seen, left).await?;
+            seen = relay.status(&p.session_id)?.last_seq;
+        }
+    }
+    let snap = relay.status(&p.session_id)?;
+    Ok(json!({
+        "sessionId": p.session_id,
+        "status": status_word(&snap),
+        "interrupted": was_running,
+        "note": if was_running { "the turn was stopped; codex_say continues the session" } else { "no turn was running" },
+    }))
+}
+
+pub async fn list(relay: &Relay, p: ListParams) -> Result<Value, ToolError> {
+    let cwd = p
+        .working_directory
+        .map(|d| absolute(&d, None).display().to_string());
+    let rows = relay
+        .list(ListFilter {
+            cwd,
+            limit: Some(p.limit.unwrap_or(50).clamp(1, 500) as usize),
+        })
+        .await?;
+    let sessions: Vec<Value> = rows
+        .into_iter()
+        .map(|r| {
+            json!({
+                "sessionId": r.session_id,
+                "directory": r.cwd,
+                "summary": r.preview,
+                "timestamp": view::iso8601(r.updated_at),
+                "isActive": r.live,
+                "activeStatus": r.status.map(view::status_word),
+                "source": r.source,
+                "ownedByRelay": r.owned,
+            })
+        })
+        .collect();
+    Ok(json!({ "sessions": sessions }))
+}

@@ -1,0 +1,357 @@
+//! What the tools show of a session, derived from the engine's snapshot and event log
+//! (docs/EVENTS.md): status words, the pending question, item events and recent output.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use codex_relay_core::answer::PendingKind;
+use codex_relay_core::event::{ToolEndStatus, Usage};
+use codex_relay_core::{Envelope, Ev, PendingView, Role, SessionStatus};
+use serde_json::{Value, json};
+
+/// The status word the tools use: the engine's, except `idle`, which is `done`.
+pub fn status_word(s: SessionStatus) -> &'static str {
+    match s {
+        SessionStatus::Idle => "done",
+        other => other.as_str(),
+    }
+}
+
+pub fn usage(u: &Usage) -> Value {
+    json!({
+        "inputTokens": u.input_tokens,
+        "cachedInputTokens": u.cached_input_tokens,
+        "outputTokens": u.output_tokens,
+        "reasoningOutputTokens": u.reasoning_output_tokens,
+        "totalTokens": u.total_tokens,
+    })
+}
+
+/// The questions a pending request asks, each with the answers it takes.
+pub fn questions(p: &PendingView) -> Vec<(Option<String>, String, Vec<String>)> {
+    if p.kind == PendingKind::Question
+        && let Some(qs) = p.details.get("questions").and_then(Value::as_array)
+        && !qs.is_empty()
+    {
+        return qs
+            .iter()
+            .map(|q| {
+                let options = q
+                    .get("options")
+                    .and_then(Value::as_array)
+                    .map(|os| {
+                        os.iter()
+                            .filter_map(|o| o.get("label").and_then(Value::as_str))
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (
+                    q.get("id").and_then(Value::as_str).map(str::to_owned),
+                    q.get("question")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    options,
+                )
+            })
+            .collect();
+    }
+    vec![(None, describe(p), p.options.clone())]
+}
+
+/// The request's question with the details a person needs to answer it.
+pub fn describe(p: &PendingView) -> String {
+    let mut text = p.question.clone();
+    let d = &p.details;
+    let field = |k: &str| d.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    if matches!(p.kind, PendingKind::CommandApproval)
+        && let Some(cwd) = field("cwd")
+    {
+        text.push_str(&format!("\n(in {cwd})"));
+    }
+    if matches!(
+        p.kind,
+        PendingKind::CommandApproval | PendingKind::PermissionsApproval
+    ) && let Some(reason) = field("reason")
+        && !p.question.contains(reason)
+    {
+        text.push_str(&format!("\nReason: {reason}"));
+    }
+    if p.kind == PendingKind::FileChangeApproval
+        && let Some(changes) = d.get("changes").and_then(Value::as_array)
+    {
+        for c in changes.iter().take(20) {
+            if let Some(path) = c.get("path").and_then(Value::as_str) {
+                text.push_str(&format!("\n{path}"));
+            }
+            if let Some(diff) = c.get("diff").and_then(Value::as_str) {
+                let lines: Vec<&str> = diff.lines().take(40).collect();
+                text.push_str(&format!("\n{}", lines.join("\n")));
+            }
+        }
+    }
+    text
+}
+
+/// `pendingQuestion`: the oldest open request, as `{id, type, questions: [{question, options}]}`.
+pub fn pending_question(pending: &[PendingView]) -> Value {
+    let Some(p) = pending.iter().min_by_key(|p| p.created_at) else {
+        return Value::Null;
+    };
+    let questions: Vec<Value> = questions(p)
+        .into_iter()
+        .map(|(id, question, options)| {
+            let mut q = json!({"question": question, "options": options});
+            if let Some(id) = id {
+                q["id"] = json!(id);
+            }
+            q
+        })
+        .collect();
+    let how = match p.kind {
+        PendingKind::ToolCall => "answer with the tool's output, or \"error: <message>\"",
+        PendingKind::Question => "answer with one option per question",
+        PendingKind::Other => "answer with JSON",
+        _ => "answer with approve, approve for session, deny, deny: <reason>, or cancel",
+    };
+    json!({
+        "id": p.id,
+        "type": p.kind.as_str(),
+        "questions": questions,
+        "details": p.details,
+        "howToAnswer": format!("codex_respond {{sessionId, id, answers}}: {how}"),
+        "expiresAt": iso8601(p.deadline),
+        "morePending": pending.len() - 1,
+    })
+}
+
+fn item_type(tool_name: &str) -> &'static str {
+    match tool_name {
+        "CodexBash" => "command_execution",
+        "CodexPatch" => "file_change",
+        n if n.starts_with("mcp__") => "mcp_tool_call",
+        _ => "dynamic_tool_call",
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(max - 1).collect::<String>())
+    }
+}
+
+/// `itemEvents`: what the latest turn in `events` did, in order, one entry per item.
+pub fn item_events(events: &[Arc<Envelope>], max: usize) -> Vec<Value> {
+    let start = events
+        .iter()
+        .rposition(|e| matches!(e.ev, Ev::TurnStart {}))
+        .unwrap_or(0);
+    let mut items: Vec<Value> = Vec::new();
+    let mut by_call: HashMap<String, usize> = HashMap::new();
+    for e in &events[start..] {
+        match &e.ev {
+            Ev::Text { text, thinking } if e.role == Role::Agent => items.push(json!({
+                "itemType": if *thinking { "reasoning" } else { "agent_message" },
+                "status": "completed",
+                "summary": clip(text, 200),
+            })),
+            Ev::ToolCallStart {
+                call, name, title, ..
+            } => {
+                by_call.insert(call.clone(), items.len());
+                items.push(json!({
+                    "id": call,
+                    "itemType": item_type(name),
+                    "status": "started",
+                    "summary": clip(title, 200),
+                }));
+            }
+            Ev::ToolCallEnd {
+                call,
+                status,
+                exit_code,
+                ..
+            } => {
+                let word = match status {
+                    ToolEndStatus::Completed => "completed",
+                    ToolEndStatus::Failed => "failed",
+                    ToolEndStatus::Declined => "declined",
+                };
+                match by_call.get(call) {
+                    Some(&i) => {
+                        items[i]["status"] = json!(word);
+                        if let Some(code) = exit_code {
+                            items[i]["exitCode"] = json!(code);
+                        }
+                    }
+                    None => {
+                        items.push(json!({"id": call, "itemType": "tool_call", "status": word}))
+                    }
+                }
+            }
+            Ev::Plan { steps } => items.push(json!({
+                "itemType": "todo_list",
+                "status": "updated",
+                "summary": clip(&steps.to_string(), 200),
+            })),
+            Ev::Error {
+                message,
+                retrying: false,
+            } => items.push(json!({
+                "itemType": "error",
+                "status": "failed",
+                "summary": clip(message, 200),
+            })),
+            _ => {}
+        }
+    }
+    let excess = items.len().saturating_sub(max);
+    items.drain(..excess);
+    items
+}
+
+/// `recentOutput`: the last `n` lines of what the agent said and what its commands printed
+/// (each command introduced by a `$ <command>` line).
+pub fn recent_output(events: &[Arc<Envelope>], n: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut commands: HashMap<&str, ()> = HashMap::new();
+    for e in events {
+        match &e.ev {
+            Ev::Text {
+                text,
+                thinking: false,
+            } if e.role == Role::Agent => lines.extend(text.lines().map(|l| clip(l, 2000))),
+            Ev::ToolCallStart {
+                call,
+                name,
+                description,
+                ..
+            } if name == "CodexBash" => {
+                commands.insert(call.as_str(), ());
+                lines.push(format!(
+                    "$ {}",
+                    clip(description.lines().next().unwrap_or(""), 2000)
+                ));
+            }
+            Ev::ToolCallEnd {
+                call,
+                output: Some(output),
+                ..
+            } if commands.contains_key(call.as_str()) => {
+                lines.extend(output.lines().map(|l| clip(l, 2000)))
+            }
+            _ => {}
+        }
+        if lines.len() > 4 * n + 64 {
+            let excess = lines.len() - n;
+            lines.drain(..excess);
+        }
+    }
+    let excess = lines.len().saturating_sub(n);
+    lines.drain(..excess);
+    lines
+}
+
+/// Unix milliseconds as an ISO-8601 UTC timestamp.
+pub fn iso8601(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(seq: u64, role: Role, ev: Ev) -> Arc<Envelope> {
+        Arc::new(Envelope {
+            id: format!("s:{seq}"),
+            seq,
+            time: 0,
+            role,
+            turn: Some("t".into()),
+            invoke: None,
+            ev,
+        })
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_795_338_287_754), "2026-11-22T09:04:47.754Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn items_and_output_come_from_the_latest_turn_and_the_log() {
+        let events = vec![
+            env(1, Role::System, Ev::TurnStart {}),
+            env(
+                2,
+                Role::Agent,
+                Ev::Text {
+                    text: "old".into(),
+                    thinking: false,
+                },
+            ),
+            env(3, Role::System, Ev::TurnStart {}),
+            env(
+                4,
+                Role::Agent,
+                Ev::ToolCallStart {
+                    call: "c1".into(),
+                    name: "CodexBash".into(),
+                    title: "ls".into(),
+                    description: "ls -la".into(),
+                    args: Value::Null,
+                },
+            ),
+            env(
+                5,
+                Role::Agent,
+                Ev::ToolCallEnd {
+                    call: "c1".into(),
+                    status: ToolEndStatus::Completed,
+                    output: Some("a\nb".into()),
+                    exit_code: Some(0),
+                },
+            ),
+            env(
+                6,
+                Role::Agent,
+                Ev::Text {
+                    text: "done\nreally".into(),
+                    thinking: false,
+                },
+            ),
+        ];
+        let items = item_events(&events, 100);
+        assert_eq!(items.len(), 2, "{items:?}");
+        assert_eq!(items[0]["itemType"], "command_execution");
+        assert_eq!(items[0]["status"], "completed");
+        assert_eq!(items[0]["exitCode"], 0);
+        assert_eq!(items[1]["summary"], "done\nreally");
+        assert_eq!(recent_output(&events, 4), vec!["a", "b", "done", "really"]);
+        assert_eq!(recent_output(&events, 100)[0], "old");
+    }
+}
