@@ -2,20 +2,23 @@
 //! `isError` results that say what the tool takes), runs them on the engine, long-polls
 //! `codex_status` with progress notifications, and starts elicitation for the sessions a
 //! connection uses.
+// MCP logging (logging/setLevel) is deprecated by SEP-2577 but part of the 2025 revisions.
+#![allow(deprecated)]
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codex_relay_core::Relay;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::elicit::Elicitor;
 use crate::input_required::{self, RoundState};
@@ -36,6 +39,23 @@ pub struct RelayMcp {
     relay: Relay,
     tools: Arc<Vec<Tool>>,
     elicitor: Elicitor,
+    /// The level a client chose with `logging/setLevel` (2025 revisions); no log
+    /// notifications until it does.
+    log_level: Mutex<Option<LoggingLevel>>,
+}
+
+/// Severity order of MCP log levels.
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
 }
 
 impl RelayMcp {
@@ -44,6 +64,19 @@ impl RelayMcp {
             elicitor: Elicitor::new(relay.clone()),
             relay,
             tools: Arc::new(tools::definitions()),
+            log_level: Mutex::new(None),
+        }
+    }
+
+    /// Sends a log notification if the client asked for this level or a lower one.
+    async fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, data: Value) {
+        let wanted = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
+        if wanted.is_some_and(|w| severity(level) >= severity(w)) {
+            let mut note = LoggingMessageNotificationParam::new(level, data);
+            note.logger = Some("codex-relay".into());
+            if let Err(e) = context.peer.notify_logging_message(note).await {
+                tracing::debug!("log notification not sent: {e}");
+            }
         }
     }
 
@@ -66,6 +99,12 @@ impl RelayMcp {
         };
         if matches!(name, tools::START | tools::SAY) {
             self.watch(context, &out).await;
+            self.log(
+                context,
+                LoggingLevel::Info,
+                json!({"tool": name, "sessionId": out["sessionId"], "status": out["status"]}),
+            )
+            .await;
         }
         Ok(complete(out))
     }
@@ -175,18 +214,32 @@ fn complete(value: Value) -> CallToolResponse {
 
 impl ServerHandler for RelayMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("codex-relay", env!("CARGO_PKG_VERSION"))
-                    .with_title("codex-relay: OpenAI Codex sessions"),
-            )
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("codex-relay", env!("CARGO_PKG_VERSION"))
+                .with_title("codex-relay: OpenAI Codex sessions"),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 
     /// 2025-06-18 and 2025-11-25 with elicitation; 2026-07-28 (no server-to-client requests:
     /// approvals through `codex_respond`); older revisions for older clients.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+        Ok(())
     }
 
     async fn list_tools(
@@ -218,6 +271,12 @@ impl ServerHandler for RelayMcp {
             Ok(response) => Ok(response),
             Err(e) => {
                 tracing::info!(tool = name, "tool error: {e}");
+                self.log(
+                    &context,
+                    LoggingLevel::Warning,
+                    json!({"tool": name, "error": e.to_string()}),
+                )
+                .await;
                 Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into())
             }
         }
