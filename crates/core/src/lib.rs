@@ -18,6 +18,7 @@ pub mod event;
 mod ids;
 pub mod mapper;
 pub mod modes;
+mod profile;
 mod recovery;
 pub mod relay;
 pub mod session;

@@ -78,6 +78,8 @@ pub struct CreateOptions {
     pub developer_instructions: Option<String>,
     /// Codex config overrides (`-c` keys), e.g. `{"model_reasoning_effort": "low"}`.
     pub config: Option<Map<String, Value>>,
+    /// A Codex profile for this session (see `profile.rs`); explicit `config` wins over it.
+    pub profile: Option<String>,
     /// JSON schema for the first turn's final message.
     pub output_schema: Option<Value>,
     /// Run the first turn in plan mode (the model may ask questions).
@@ -260,12 +262,27 @@ impl Relay {
             policy = policy.or(Some(p));
             sandbox = sandbox.or(Some(s));
         }
+        let config = match &opts.profile {
+            Some(profile) => {
+                let home = server
+                    .initialize_response()
+                    .codex_home
+                    .as_deref()
+                    .map(std::path::Path::new);
+                Some(crate::profile::overrides(
+                    home,
+                    profile,
+                    opts.config.clone(),
+                )?)
+            }
+            None => opts.config.clone(),
+        };
         let params = ThreadStartParams {
             model: opts.model.clone(),
             cwd: opts.cwd.clone(),
             approval_policy: policy,
             sandbox,
-            config: opts.config.clone(),
+            config,
             base_instructions: opts.base_instructions.clone(),
             developer_instructions: opts.developer_instructions.clone(),
             dynamic_tools: (!opts.dynamic_tools.is_empty())

@@ -43,7 +43,8 @@ pub struct StartParams {
     /// Shortcut for approvalPolicy "on-request" + sandbox "workspace-write" (explicit
     /// approvalPolicy / sandbox win).
     pub full_auto: Option<bool>,
-    /// A profile from Codex's config.toml (passed as the config override `profile`).
+    /// A Codex profile for this session: the settings of `$CODEX_HOME/<profile>.config.toml`
+    /// (as `codex --profile` reads them), or `[profiles.<profile>]` on older Codex.
     pub profile: Option<String>,
     /// Codex config overrides, like `codex -c key=value`, e.g.
     /// {"model_reasoning_effort": "low"}. String values that read as JSON (true, 42, ["a"])
@@ -83,8 +84,9 @@ pub struct StatusParams {
     pub session_id: String,
     /// How many recent output lines to return in recentOutput (default 50, at most 1000).
     pub output_lines: Option<u32>,
-    /// Return `events` with a sequence number after this one (default 0: from the start).
-    /// Pass the previous call's nextCursor to read only what is new.
+    /// Return the session's `events` (docs/EVENTS.md) with a sequence number after this one,
+    /// at most 500 per call: 0 reads from the start, the previous call's nextCursor reads only
+    /// what is new. Without a cursor no events are returned.
     pub cursor: Option<u64>,
     /// Wait up to this many milliseconds (at most 60000) for something new before answering:
     /// an event after `cursor` (or, without a cursor, after the moment of the call) or a status

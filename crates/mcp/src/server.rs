@@ -117,10 +117,11 @@ impl RelayMcp {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ToolError> {
+        // Any Codex thread can be inspected: ids this relay does not know are resumed.
+        self.relay.session(&p.session_id).await?;
         let rounds = input_required::applies(context);
         let mut state = RoundState::parse(request.request_state.as_deref());
         if rounds {
-            self.relay.status(&p.session_id)?;
             if let Some(responses) = request.input_responses {
                 input_required::apply(&self.relay, &p.session_id, responses).await;
             }

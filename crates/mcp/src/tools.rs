@@ -199,12 +199,7 @@ pub fn create_options(p: StartParams) -> Result<CreateOptions, ToolError> {
         approval_policy = approval_policy.or(Some(ApprovalPolicy::OnRequest));
         sandbox = sandbox.or(Some(SandboxMode::WorkspaceWrite));
     }
-    let mut config = p.config.map(config_values);
-    if let Some(profile) = p.profile {
-        config
-            .get_or_insert_with(Map::new)
-            .insert("profile".into(), Value::String(profile));
-    }
+    let config = p.config.map(config_values);
     if let Some(schema) = &p.output_schema
         && !schema.is_object()
     {
@@ -233,6 +228,7 @@ pub fn create_options(p: StartParams) -> Result<CreateOptions, ToolError> {
         sandbox,
         base_instructions: p.base_instructions,
         config,
+        profile: p.profile,
         output_schema: p.output_schema,
         ..Default::default()
     })
@@ -338,9 +334,17 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
             window,
         )
         .await?;
-    let cursor = p.cursor.unwrap_or(0);
-    let events = relay.events(&p.session_id, cursor, EVENTS_PER_CALL).await?;
-    let next_cursor = events.last().map_or(cursor.min(snap.last_seq), |e| e.seq);
+    // Without a cursor no events are sent (they would flood an agent's context); nextCursor
+    // is where a reader starts.
+    let events = match p.cursor {
+        Some(cursor) => relay.events(&p.session_id, cursor, EVENTS_PER_CALL).await?,
+        None => Vec::new(),
+    };
+    let next_cursor = events
+        .last()
+        .map_or(p.cursor.unwrap_or(snap.last_seq).min(snap.last_seq), |e| {
+            e.seq
+        });
     Ok(json!({
         "sessionId": snap.session_id,
         "status": status_word(&snap),

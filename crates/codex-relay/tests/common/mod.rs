@@ -258,8 +258,17 @@ pub struct Bed {
 
 impl Bed {
     pub async fn start(version: &str) -> Bed {
+        Self::with_toml(version, "").await
+    }
+
+    /// With extra top-level `config.toml` text (profiles, ...).
+    pub async fn with_toml(version: &str, extra_toml: &str) -> Bed {
         let model = ModelServer::start().await;
-        let home = CodexHome::new(model.url());
+        let opts = codex_relay_testkit::HomeOptions {
+            extra_toml: extra_toml.into(),
+            ..Default::default()
+        };
+        let home = CodexHome::with_options(model.url(), &opts);
         let codex = codex_relay_testkit::codex_bin(version).expect("pinned Codex installs");
         Bed { model, home, codex }
     }
