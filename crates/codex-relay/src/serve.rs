@@ -10,6 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{EngineArgs, shutdown_signal};
 
+/// How long open HTTP connections may take to close after SIGTERM/SIGINT.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[derive(clap::Args)]
 pub struct McpArgs {
     #[command(flatten)]
@@ -57,13 +60,19 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let app = axum::Router::new().nest_service("/mcp", mcp);
     eprintln!("codex-relay: MCP at http://{addr}/mcp");
     let graceful = stop.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            graceful.cancel();
-        })
-        .await
-        .context("serving HTTP")?;
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        graceful.cancel();
+    });
+    // Cancelling ends the MCP sessions and their streams; a connection that still hangs on
+    // does not keep Codex alive for long.
+    let result = tokio::select! {
+        r = server => r.context("serving HTTP"),
+        _ = async { stop.cancelled().await; tokio::time::sleep(DRAIN).await } => {
+            tracing::warn!("connections still open {DRAIN:?} after the signal; stopping anyway");
+            Ok(())
+        }
+    };
     relay.shutdown().await;
-    Ok(ExitCode::SUCCESS)
+    result.map(|()| ExitCode::SUCCESS)
 }

@@ -291,8 +291,17 @@ async fn scenario(sdk: Sdk, transport: Transport) {
     let still = d.ok("codex_status", json!({"sessionId": a})).await;
     assert_eq!(still["status"], "done");
 
+    // The client goes away (stdio: the relay sees EOF; HTTP: the relay is stopped with
+    // SIGTERM): Codex and everything it ran are gone.
+    let codex_ran = !codex_relay_testkit::procs::pids_with_env(&format!(
+        "CODEX_HOME={}",
+        bed.home.path().display()
+    ))
+    .is_empty();
+    assert!(codex_ran, "Codex runs while the client is connected");
     d.close().await;
     if let Some(http) = http {
         assert!(http.stop().await.success());
     }
+    bed.assert_no_codex_left().await;
 }

@@ -57,3 +57,35 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Pids of live (non-zombie) processes whose environment holds exactly `entry` (`KEY=value`),
+/// e.g. every process started with one test's `CODEX_HOME`.
+pub fn pids_with_env(entry: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = state
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+            !zombie
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
+        })
+        .collect()
+}
+
+/// Waits up to `timeout` until no process has `entry` in its environment; returns what is left.
+pub async fn wait_env_gone(entry: &str, timeout: std::time::Duration) -> Vec<u32> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let left = pids_with_env(entry);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -276,4 +276,12 @@ impl Bed {
     pub fn args(&self, approval_timeout_ms: u64) -> Vec<String> {
         engine_args(&self.codex, &self.home, approval_timeout_ms)
     }
+
+    /// Asserts that no process started with this test's CODEX_HOME is left (Codex and what it
+    /// ran), waiting up to 5 s for them to go.
+    pub async fn assert_no_codex_left(&self) {
+        let entry = format!("CODEX_HOME={}", self.home.path().display());
+        let left = codex_relay_testkit::procs::wait_env_gone(&entry, Duration::from_secs(5)).await;
+        assert!(left.is_empty(), "processes left behind: {left:?}");
+    }
 }
