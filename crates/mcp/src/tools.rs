@@ -213,12 +213,7 @@ pub fn create_options(p: StartParams) -> Result<CreateOptions, ToolError> {
             "prompt is empty; say what Codex should do".into(),
         ));
     }
-    let images = p
-        .images
-        .unwrap_or_default()
-        .into_iter()
-        .map(|i| image(&i, cwd.as_deref()))
-        .collect::<Result<_, _>>()?;
+    let images = images(p.images, cwd.as_deref())?;
     Ok(CreateOptions {
         prompt: Some(p.prompt),
         images,
@@ -234,7 +229,14 @@ pub fn create_options(p: StartParams) -> Result<CreateOptions, ToolError> {
     })
 }
 
-/// An image for Codex: URLs pass; local files must exist.
+/// Images for Codex: URLs pass; local files (relative to `cwd`) must exist.
+fn images(list: Option<Vec<String>>, cwd: Option<&Path>) -> Result<Vec<String>, ToolError> {
+    list.unwrap_or_default()
+        .iter()
+        .map(|i| image(i, cwd))
+        .collect()
+}
+
 fn image(i: &str, cwd: Option<&Path>) -> Result<String, ToolError> {
     if ["http://", "https://", "data:"]
         .iter()
@@ -284,12 +286,7 @@ pub async fn say(relay: &Relay, p: SayParams) -> Result<Value, ToolError> {
         .ok()
         .and_then(|s| s.cwd)
         .map(PathBuf::from);
-    let images = p
-        .images
-        .unwrap_or_default()
-        .into_iter()
-        .map(|i| image(&i, cwd.as_deref()))
-        .collect::<Result<_, _>>()?;
+    let images = images(p.images, cwd.as_deref())?;
     let outcome = relay
         .say(
             &p.session_id,
@@ -437,4 +434,67 @@ pub async fn list(relay: &Relay, p: ListParams) -> Result<Value, ToolError> {
         })
         .collect();
     Ok(json!({ "sessions": sessions }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(v: Value) -> Result<CreateOptions, ToolError> {
+        let p: StartParams = serde_json::from_value(v).unwrap();
+        create_options(p)
+    }
+
+    /// The message of a refused start.
+    fn refused(v: Value) -> String {
+        match start(v) {
+            Err(e) => e.0,
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    #[test]
+    fn shortcuts_fill_only_what_was_not_given() {
+        let o = start(json!({"prompt": "p", "fullAuto": true})).unwrap();
+        assert_eq!(o.approval_policy, Some(ApprovalPolicy::OnRequest));
+        assert_eq!(o.sandbox, Some(SandboxMode::WorkspaceWrite));
+        let o = start(json!({"prompt": "p", "fullAuto": true, "sandbox": "read-only"})).unwrap();
+        assert_eq!(o.sandbox, Some(SandboxMode::ReadOnly));
+        let o =
+            start(json!({"prompt": "p", "dangerouslyBypassApprovalsAndSandbox": true})).unwrap();
+        assert_eq!(o.approval_policy, Some(ApprovalPolicy::Never));
+        assert_eq!(o.sandbox, Some(SandboxMode::DangerFullAccess));
+        let o = start(json!({"prompt": "p"})).unwrap();
+        assert_eq!((o.approval_policy, o.sandbox, o.config), (None, None, None));
+        let err = refused(
+            json!({"prompt": "p", "fullAuto": true, "dangerouslyBypassApprovalsAndSandbox": true}),
+        );
+        assert!(err.contains("contradict"), "{err}");
+    }
+
+    #[test]
+    fn config_strings_that_read_as_json_are_values() {
+        let o = start(json!({"prompt": "p", "config": {
+            "a": "true", "b": "42", "c": "low", "d": "[\"x\"]", "e": 7
+        }}))
+        .unwrap();
+        assert_eq!(
+            Value::Object(o.config.unwrap()),
+            json!({"a": true, "b": 42, "c": "low", "d": ["x"], "e": 7})
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused_before_codex_is_asked() {
+        let err = refused(json!({"prompt": "p", "workingDirectory": "/no/such/dir"}));
+        assert!(err.contains("not a directory"), "{err}");
+        let err = refused(json!({"prompt": "  "}));
+        assert!(err.contains("prompt is empty"), "{err}");
+        let err = refused(json!({"prompt": "p", "outputSchema": "json"}));
+        assert!(err.contains("JSON Schema object"), "{err}");
+        let err = refused(json!({"prompt": "p", "images": ["/no/such.png"]}));
+        assert!(err.contains("not a file"), "{err}");
+        let o = start(json!({"prompt": "p", "images": ["https://example.com/a.png"]})).unwrap();
+        assert_eq!(o.images, vec!["https://example.com/a.png".to_owned()]);
+    }
 }

@@ -21,16 +21,21 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Waits up to `timeout` for the group to be empty; returns what is left.
-pub async fn wait_group_gone(pgid: u32, timeout: std::time::Duration) -> Vec<u32> {
+/// Polls `pids` until it is empty or `timeout` passes; returns what is left.
+async fn wait_empty(timeout: std::time::Duration, pids: impl Fn() -> Vec<u32>) -> Vec<u32> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let left = group_members(pgid);
+        let left = pids();
         if left.is_empty() || tokio::time::Instant::now() >= deadline {
             return left;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// Waits up to `timeout` for the group to be empty; returns what is left.
+pub async fn wait_group_gone(pgid: u32, timeout: std::time::Duration) -> Vec<u32> {
+    wait_empty(timeout, || group_members(pgid)).await
 }
 
 /// Pids of live processes whose command line contains `needle`.
@@ -80,12 +85,5 @@ pub fn pids_with_env(entry: &str) -> Vec<u32> {
 
 /// Waits up to `timeout` until no process has `entry` in its environment; returns what is left.
 pub async fn wait_env_gone(entry: &str, timeout: std::time::Duration) -> Vec<u32> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let left = pids_with_env(entry);
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            return left;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    wait_empty(timeout, || pids_with_env(entry)).await
 }
