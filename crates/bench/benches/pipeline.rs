@@ -120,18 +120,29 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Runs are noisy on a 2-core machine shared with the fake app-server and SQLite's thread:
+/// the figure is the median of several, with the spread.
+const THROUGHPUT_RUNS: usize = 5;
+
 async fn throughput(events: u64) {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = relay(dir.path(), events, 0).await;
-    let (logged, took, _) = one_turn(&relay, false).await;
-    let rate = logged as f64 / took.as_secs_f64();
+    let mut rates = Vec::new();
+    let mut logged = 0;
+    for _ in 0..THROUGHPUT_RUNS {
+        let dir = tempfile::tempdir().unwrap();
+        let relay = relay(dir.path(), events, 0).await;
+        let (n, took, _) = one_turn(&relay, false).await;
+        logged = n;
+        rates.push(n as f64 / took.as_secs_f64());
+        relay.shutdown().await;
+    }
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
     println!(
-        "throughput: {logged} events through ingest -> log -> SQLite -> subscriber in {:.2} s = {:.0} events/s (target >= 200000/s; {:.2}x the target)",
-        took.as_secs_f64(),
-        rate,
-        rate / 200_000.0
+        "throughput: {logged} events through ingest -> log -> SQLite -> subscriber, median of {THROUGHPUT_RUNS} runs {median:.0} events/s (min {:.0}, max {:.0}; target >= 200000/s; median {:.2}x the target)",
+        rates[0],
+        rates[rates.len() - 1],
+        median / 200_000.0
     );
-    relay.shutdown().await;
 }
 
 async fn latency(rate: u64, events: u64) {
