@@ -3,7 +3,9 @@
 //! 1. twenty scripted one-command turns (the model asks for `exec_command {"cmd":"echo hi"}`,
 //!    then answers with a short text), sequentially in one session, driven three ways:
 //!    - relay: the release `codex-relay mcp` driven by the rmcp client over stdio
-//!      (`codex_start`, then `codex_say`; each turn waited for with long-polling `codex_status`);
+//!      (`codex_start`, then `codex_say`; each turn waited for with `codex_status {waitMs,
+//!      until: "attention"}`, and once more on 0.169 waking on every event as a client that
+//!      does not use `until` would);
 //!    - floor: `codex app-server` driven directly by `codex_relay_codex::AppServer`;
 //!    - legacy: `codex mcp-server` of Codex 0.98 driven by the same rmcp client (`codex`, then
 //!      `codex-reply`; each call blocks until its turn completes).
@@ -161,6 +163,9 @@ enum Driver {
         turns: u64,
         /// `codex_status` calls so far (warm-up turn included).
         polls: usize,
+        /// Wait with `until: "attention"` (one call covers the turn) rather than waking on
+        /// every event.
+        attention: bool,
     },
     /// (b) the floor: `codex app-server` through the project's own peer.
     Floor {
@@ -185,7 +190,7 @@ struct Arrangement {
 }
 
 impl Arrangement {
-    async fn relay(binary: &Path, version: &'static str) -> Self {
+    async fn relay(binary: &Path, version: &'static str, attention: bool) -> Self {
         let bed = Bed::new().await;
         let mut cmd = tokio::process::Command::new(binary);
         cmd.arg("mcp")
@@ -204,8 +209,14 @@ impl Arrangement {
             cursor: 0,
             turns: 0,
             polls: 0,
+            attention,
         };
-        Self::new("relay (codex-relay mcp)", version, bed, driver)
+        let name = if attention {
+            "relay (codex-relay mcp)"
+        } else {
+            "relay, wake on any event"
+        };
+        Self::new(name, version, bed, driver)
     }
 
     async fn floor(version: &'static str) -> Self {
@@ -269,6 +280,7 @@ impl Arrangement {
                 cursor,
                 turns,
                 polls,
+                attention,
             } => {
                 if new_session {
                     let args = json!({"prompt": prompt, "workingDirectory": cwd,
@@ -283,7 +295,10 @@ impl Arrangement {
                 *turns += 1;
                 // Long-poll from the last cursor until the session is done with this turn.
                 loop {
-                    let args = json!({"sessionId": session, "cursor": cursor, "waitMs": 30000});
+                    let mut args = json!({"sessionId": session, "cursor": cursor, "waitMs": 30000});
+                    if *attention {
+                        args["until"] = json!("attention");
+                    }
                     let st = call(client, "codex_status", args).await;
                     *polls += 1;
                     *cursor = st["nextCursor"].as_u64().unwrap_or(*cursor);
@@ -356,8 +371,8 @@ impl Arrangement {
         if let Driver::Relay { polls, .. } = &self.driver {
             let per_turn = *polls as f64 / (TURNS + 1) as f64;
             println!(
-                "relay {}: {per_turn:.1} codex_status calls per turn",
-                self.version
+                "{} {}: {per_turn:.1} codex_status calls per turn",
+                self.name, self.version
             );
         }
         match self.driver {
@@ -553,11 +568,12 @@ async fn main() {
     let binary = relay_binary();
     println!("codex-relay binary: {}", binary.display());
     let mut arrangements = vec![
-        Arrangement::relay(&binary, NEW).await,
+        Arrangement::relay(&binary, NEW, true).await,
         Arrangement::floor(NEW).await,
-        Arrangement::relay(&binary, OLD).await,
+        Arrangement::relay(&binary, OLD, true).await,
         Arrangement::floor(OLD).await,
         Arrangement::legacy().await,
+        Arrangement::relay(&binary, NEW, false).await,
     ];
     // One warm-up turn each, in a session of its own (starts Codex behind the relay).
     for a in &mut arrangements {
@@ -638,6 +654,12 @@ async fn main() {
         "legacy mcp-server vs floor (0.98): {:+.2} ms/turn; ratio {:.2}",
         legacy.mean - floor.mean,
         legacy.mean / floor.mean
+    );
+    let (woken, floor) = (&table[5], &table[1]);
+    println!(
+        "relay waking on every event vs floor (0.169): {:+.2} ms/turn; medians {:+.2} ms",
+        woken.mean - floor.mean,
+        woken.median - floor.median
     );
 
     let mut cold = Vec::with_capacity(COLD_STARTS);

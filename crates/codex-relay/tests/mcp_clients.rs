@@ -215,9 +215,15 @@ async fn scenario(sdk: Sdk, transport: Transport) {
         )
         .await;
     assert_eq!(said["mode"], "started", "{said}");
-    let (done, _) = d
-        .status_until(&a, TURN, |s| s["status"] == "done" && s["turnCount"] == 2)
+    // One call waits the whole turn out: `until: "attention"` ignores the events in between.
+    let done = d
+        .ok(
+            "codex_status",
+            json!({"sessionId": a, "waitMs": 60000, "until": "attention"}),
+        )
         .await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["turnCount"], 2, "{done}");
     assert_eq!(done["result"], "follow-up answered", "{done}");
 
     // C: `sleep 30` runs unasked (never) and is interrupted.

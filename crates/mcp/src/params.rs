@@ -92,6 +92,20 @@ pub struct StatusParams {
     /// an event after `cursor` (or, without a cursor, after the moment of the call) or a status
     /// change. Progress notifications are sent meanwhile when the request has a progressToken.
     pub wait_ms: Option<u64>,
+    /// What `waitMs` waits for: "change" (default: any new event or status change) or
+    /// "attention" (only until no turn is running or the session waits for an answer: the turn
+    /// ended, was interrupted or failed, or an approval or question is pending), so one call
+    /// covers a whole turn.
+    pub until: Option<Until>,
+}
+
+/// `until` of codex_status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Until {
+    #[default]
+    Change,
+    Attention,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use codex_relay_core::Relay;
+use codex_relay_core::{Relay, RelayError, SessionStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::elicit::Elicitor;
 use crate::input_required::{self, RoundState};
-use crate::params::{self, StatusParams};
+use crate::params::{self, StatusParams, Until};
 use crate::tools::{self, ToolError};
 
 /// How often a waiting `codex_status` reports progress.
@@ -30,7 +30,8 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 const INSTRUCTIONS: &str = "codex-relay runs OpenAI Codex sessions. codex_start begins a task and \
 returns a sessionId at once; codex_status {sessionId, waitMs: 30000, cursor} waits for changes and \
-shows the result, recent output and any pendingQuestion; answer approvals and questions with \
+shows the result, recent output and any pendingQuestion (add until: \"attention\" to wait until \
+the turn ends or needs an answer); answer approvals and questions with \
 codex_respond (\"approve\", \"deny: <reason>\", an option); codex_say continues or steers a session; \
 codex_interrupt stops a turn; codex_list shows sessions, including ones other Codex clients made.";
 
@@ -164,15 +165,12 @@ impl RelayMcp {
         };
         let token = context.meta.get_progress_token();
         let started = tokio::time::Instant::now();
-        let wait = self.relay.wait(&p.session_id, after, timeout);
+        let wait = settle(&self.relay, p, after, timeout);
         tokio::pin!(wait);
         let mut tick = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
         loop {
             tokio::select! {
-                done = &mut wait => {
-                    done?;
-                    return Ok(());
-                }
+                done = &mut wait => return done.map_err(ToolError::from),
                 _ = context.ct.cancelled() => {
                     return Err(ToolError("cancelled by the client".into()));
                 }
@@ -192,6 +190,32 @@ impl RelayMcp {
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// Waits (at most `timeout`) for what `until` asks: any event after `after` or a status change,
+/// or until the session needs attention (no turn running, or a request waiting for an answer).
+async fn settle(
+    relay: &Relay,
+    p: &StatusParams,
+    after: u64,
+    timeout: Duration,
+) -> Result<(), RelayError> {
+    match p.until.unwrap_or_default() {
+        Until::Change => relay.wait(&p.session_id, after, timeout).await.map(drop),
+        Until::Attention => {
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                let snap = relay.status(&p.session_id)?;
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if snap.status != SessionStatus::Active || left.is_zero() {
+                    return Ok(());
+                }
+                // Wakes on the next event or status change; seq only grows, so nothing that
+                // happens between the snapshot and here is missed.
+                relay.wait(&p.session_id, snap.last_seq, left).await?;
             }
         }
     }

@@ -48,7 +48,7 @@ pub fn signature(tool: &str) -> &'static str {
             "{prompt, workingDirectory?, model?, approvalPolicy?, sandbox?, fullAuto?, profile?, config?, baseInstructions?, images?, skipGitRepoCheck?, dangerouslyBypassApprovalsAndSandbox?, outputSchema?}"
         }
         SAY => "{sessionId, message, images?}",
-        STATUS => "{sessionId, outputLines?, cursor?, waitMs?}",
+        STATUS => "{sessionId, outputLines?, cursor?, waitMs?, until?: \"change\"|\"attention\"}",
         RESPOND => "{sessionId, id, answers: [string]}",
         INTERRUPT => "{sessionId}",
         LIST => "{workingDirectory?, limit?}",
