@@ -228,13 +228,10 @@ fn parse<P: serde::de::DeserializeOwned>(
     params::parse(tool, tools::signature(tool), args).map_err(ToolError)
 }
 
-/// A finished call: the JSON as structured content, and pretty-printed as text for clients
-/// that only show text.
+/// A finished call: the JSON as structured content, and (compact, to spare agents' tokens)
+/// as text for clients that only read text.
 fn complete(value: Value) -> CallToolResponse {
-    let text = serde_json::to_string_pretty(&value).unwrap_or_default();
-    let mut r = CallToolResult::structured(value);
-    r.content = vec![ContentBlock::text(text)];
-    r.into()
+    CallToolResult::structured(value).into()
 }
 
 impl ServerHandler for RelayMcp {
