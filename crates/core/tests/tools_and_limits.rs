@@ -19,8 +19,13 @@ mod live_deltas {
         let Some(env) = Env::start(version, Backend::Sqlite, crate::LONG).await else {
             return;
         };
+        // Codex returns what a command prints in its first moments with the call, and streams
+        // only what comes later as deltas: the output starts after a pause.
         env.model.push([
-            Reply::exec("printf 'alpha\\nbeta\\n'", "call_o"),
+            Reply::exec(
+                "sleep 1; printf 'alpha\\n'; sleep 0.3; printf 'beta\\n'",
+                "call_o",
+            ),
             Reply::text("printed"),
         ]);
         let (h, _) = env
