@@ -5,7 +5,8 @@
 //!
 //! The Node SDK negotiates 2025-11-25 (elicitation is pushed as `elicitation/create`); the
 //! Python SDK negotiates 2026-07-28 by default (no server-to-client requests: the same forms
-//! come back as `InputRequiredResult` rounds of `codex_status`).
+//! come back as `InputRequiredResult` rounds of `codex_status`), and 2025-11-25 with pushed
+//! forms when pinned to the `initialize` handshake.
 
 mod common;
 
@@ -35,6 +36,11 @@ async fn python_sdk_over_stdio() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_over_http() {
     scenario(Sdk::Python, Transport::Http).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_with_the_initialize_handshake_over_stdio() {
+    scenario(Sdk::PythonLegacy, Transport::Stdio).await
 }
 
 fn id(v: &Value) -> String {
@@ -93,8 +99,10 @@ async fn scenario(sdk: Sdk, transport: Transport) {
             "codex_status"
         ]
     );
-    if sdk == Sdk::Python {
-        assert_eq!(info["protocolVersion"], "2026-07-28", "{info}");
+    match sdk {
+        Sdk::Python => assert_eq!(info["protocolVersion"], "2026-07-28", "{info}"),
+        Sdk::PythonLegacy => assert_eq!(info["protocolVersion"], "2025-11-25", "{info}"),
+        Sdk::Node => {}
     }
     let start = |marker: &str, extra: Value| {
         let mut a = json!({

@@ -19,7 +19,10 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(150);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sdk {
     Node,
+    /// The Python SDK as it connects by default (2026-07-28 when the server offers it).
     Python,
+    /// The Python SDK pinned to the `initialize` handshake (`mode="legacy"`: 2025-11-25).
+    PythonLegacy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +140,7 @@ impl Driver {
                 c.arg(dir.join("driver.mjs"));
                 c
             }
-            Sdk::Python => {
+            Sdk::Python | Sdk::PythonLegacy => {
                 let dir = clients_dir().join("python");
                 let python =
                     codex_relay_testkit::clients::python_env(&dir.join("requirements.txt"))
@@ -181,18 +184,18 @@ impl Driver {
 
     /// Connects over `transport` to a relay started with `args` (stdio) or at `url` (HTTP).
     pub async fn connect(&mut self, transport: Transport, args: &[String], url: &str) -> Value {
-        match transport {
+        let mut cmd = match transport {
             Transport::Stdio => {
                 let mut all = vec!["mcp".to_owned()];
                 all.extend_from_slice(args);
-                self.cmd(json!({"op": "connect", "transport": "stdio", "command": RELAY, "args": all, "env": relay_env()}))
-                    .await
+                json!({"op": "connect", "transport": "stdio", "command": RELAY, "args": all, "env": relay_env()})
             }
-            Transport::Http => {
-                self.cmd(json!({"op": "connect", "transport": "http", "url": url}))
-                    .await
-            }
+            Transport::Http => json!({"op": "connect", "transport": "http", "url": url}),
+        };
+        if self.sdk == Sdk::PythonLegacy {
+            cmd["mode"] = json!("legacy");
         }
+        self.cmd(cmd).await
     }
 
     /// Calls a tool; the answer has `isError`, `structured`, `text`, `progress`, `ms` (or
