@@ -1,7 +1,9 @@
 //! Turn latency through the MCP front against the real Codex, and the cold start of
 //! `codex-relay mcp` (figures are printed, not asserted):
-//! 1. twenty scripted one-command turns (the model asks for `exec_command {"cmd":"echo hi"}`,
-//!    then answers with a short text), sequentially in one session, driven three ways:
+//! 1. sixty scripted one-command turns (the model asks for `exec_command {"cmd":"echo hi"}`,
+//!    then answers with a short text), sequentially in one session, driven three ways. Sixty is
+//!    three times the twenty the target names: with twenty, run-to-run noise on two shared
+//!    cores is about ±2 ms per turn, as large as the target.
 //!    - relay: the release `codex-relay mcp` driven by the rmcp client over stdio
 //!      (`codex_start`, then `codex_say`; each turn waited for with `codex_status {waitMs,
 //!      until: "attention"}`, and once more on 0.169 waking on every event as a client that
@@ -10,7 +12,8 @@
 //!    - legacy: `codex mcp-server` of Codex 0.98 driven by the same rmcp client (`codex`, then
 //!      `codex-reply`; each call blocks until its turn completes).
 //!
-//!    Relay and floor run on Codex 0.169.0 and 0.98.0; legacy only exists on 0.98.0. Every
+//!    The engine in-process (the library front, no MCP) runs too, to separate the engine's cost
+//!    from the MCP layer's. Relay and floor run on Codex 0.169.0 and 0.98.0; legacy only exists on 0.98.0. Every
 //!    arrangement has its own scripted model server and its own `CODEX_HOME`, and one warm-up
 //!    turn (in a separate session, not counted) before its measured session. Turn 1 of the
 //!    measured session includes creating the thread. One turn runs at a time; the arrangements
@@ -42,7 +45,8 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-const TURNS: usize = 20;
+/// Measured turns per arrangement (see the module doc for why not twenty).
+const TURNS: usize = 60;
 const COLD_STARTS: usize = 20;
 /// Longest wait for one turn (or one call) before the bench gives up.
 const TURN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -172,6 +176,12 @@ enum Driver {
         server: AppServer,
         thread: Option<(String, Subscription)>,
     },
+    /// The engine in-process (the library front): `Relay::create`/`say`, waited for with
+    /// `Relay::wait`; separates the engine's cost from the MCP layer's.
+    Engine {
+        relay: codex_relay_core::Relay,
+        session: String,
+    },
     /// (c) the legacy `codex mcp-server` over the rmcp client.
     Legacy {
         client: Client,
@@ -217,6 +227,23 @@ impl Arrangement {
             "relay, wake on any event"
         };
         Self::new(name, version, bed, driver)
+    }
+
+    async fn engine(version: &'static str) -> Self {
+        let bed = Bed::new().await;
+        let codex = AppServerConfig::new(codex(version)).codex_home(bed.home.path());
+        let config = codex_relay_core::RelayConfig::new(
+            codex,
+            bed.home.root().join("relay.db").display().to_string(),
+        );
+        let relay = codex_relay_core::Relay::open(config)
+            .await
+            .expect("engine opens");
+        let driver = Driver::Engine {
+            relay,
+            session: String::new(),
+        };
+        Self::new("engine (library)", version, bed, driver)
     }
 
     async fn floor(version: &'static str) -> Self {
@@ -314,6 +341,37 @@ impl Arrangement {
                     assert!(started.elapsed() < TURN_TIMEOUT, "relay turn {n}: {st}");
                 }
             }
+            Driver::Engine { relay, session } => {
+                use codex_relay_core::{CreateOptions, SayInput, SessionStatus};
+                if new_session {
+                    let opts = CreateOptions {
+                        cwd: Some(cwd.clone()),
+                        approval_policy: Some(ApprovalPolicy::Never),
+                        sandbox: Some(SandboxMode::WorkspaceWrite),
+                        ..Default::default()
+                    };
+                    let (h, _) = relay.create(opts).await.expect("create");
+                    *session = h.id().to_owned();
+                }
+                relay
+                    .say(session, SayInput::text(prompt))
+                    .await
+                    .expect("say");
+                loop {
+                    let snap = relay.status(session).expect("status");
+                    if snap.status == SessionStatus::Idle {
+                        break;
+                    }
+                    assert!(
+                        !matches!(snap.status, SessionStatus::Error),
+                        "engine turn failed"
+                    );
+                    relay
+                        .wait(session, snap.last_seq, TURN_TIMEOUT)
+                        .await
+                        .expect("wait");
+                }
+            }
             Driver::Floor { server, thread } => {
                 if new_session || thread.is_none() {
                     let params = ThreadStartParams {
@@ -382,6 +440,7 @@ impl Arrangement {
             Driver::Floor { server, .. } => {
                 server.shutdown(Duration::from_secs(2)).await;
             }
+            Driver::Engine { relay, .. } => relay.shutdown().await,
         }
         self.bed.check(&format!("{} {}", self.name, self.version));
         (self.name, self.version, self.times)
@@ -574,6 +633,7 @@ async fn main() {
         Arrangement::floor(OLD).await,
         Arrangement::legacy().await,
         Arrangement::relay(&binary, NEW, false).await,
+        Arrangement::engine(NEW).await,
     ];
     // One warm-up turn each, in a session of its own (starts Codex behind the relay).
     for a in &mut arrangements {
@@ -654,6 +714,12 @@ async fn main() {
         "legacy mcp-server vs floor (0.98): {:+.2} ms/turn; ratio {:.2}",
         legacy.mean - floor.mean,
         legacy.mean / floor.mean
+    );
+    let (engine, floor) = (&table[6], &table[1]);
+    println!(
+        "engine in-process vs floor (0.169): {:+.2} ms/turn; medians {:+.2} ms",
+        engine.mean - floor.mean,
+        engine.median - floor.median
     );
     let (woken, floor) = (&table[5], &table[1]);
     println!(

@@ -312,6 +312,21 @@ async fn order_across_batches(fx: &Fixture) {
 
 /// `flush()` resolves only after the writes before it are committed: another store (another
 /// pool) on the same database sees them at once.
+/// Without a flush, a write still commits on its own soon (the writer's linger is bounded).
+async fn unflushed_writes_commit_on_their_own(fx: &Fixture) {
+    let writer = Store::open(&fx.target).await.unwrap();
+    let reader = Store::open(&fx.target).await.unwrap();
+    writer.append_event(event("lonely", 1));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while reader.last_seq("lonely").await.unwrap() != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "an unflushed write was not committed within 5 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 async fn flush_is_a_barrier(fx: &Fixture) {
     let writer = Store::open(&fx.target).await.unwrap();
     let reader = Store::open(&fx.target).await.unwrap();
@@ -378,6 +393,7 @@ async fn raw_lines_are_bounded(fx: &Fixture) {
     let options = StoreOptions {
         raw_lines_per_session: 10,
         max_batch: 4,
+        ..StoreOptions::default()
     };
     let store = Store::open_with(&fx.target, options).await.unwrap();
     for i in 0..25 {
@@ -400,6 +416,7 @@ async fn raw_lines_are_bounded(fx: &Fixture) {
         StoreOptions {
             raw_lines_per_session: 10,
             max_batch: 4096,
+            ..StoreOptions::default()
         },
     )
     .await
@@ -564,6 +581,7 @@ macro_rules! scenarios {
 scenarios!(
     round_trip,
     order_across_batches,
+    unflushed_writes_commit_on_their_own,
     flush_is_a_barrier,
     duplicate_seq_keeps_the_batch,
     raw_lines_are_bounded,

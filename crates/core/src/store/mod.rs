@@ -25,6 +25,10 @@ pub struct StoreOptions {
     pub raw_lines_per_session: usize,
     /// Most queued writes committed in one transaction. Default 4096.
     pub max_batch: usize,
+    /// How long the writer keeps collecting after a write arrives before it commits (unless
+    /// the batch is full or someone flushes), so the many small bursts of one Codex turn cost
+    /// one transaction instead of one each. Default 10 ms.
+    pub linger: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -32,6 +36,7 @@ impl Default for StoreOptions {
         StoreOptions {
             raw_lines_per_session: 5000,
             max_batch: 4096,
+            linger: std::time::Duration::from_millis(10),
         }
     }
 }

@@ -259,19 +259,31 @@ pub(crate) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Op>, options
     let mut flush_waiters = Vec::new();
     let mut close_waiters = Vec::new();
     while let Some(op) = rx.recv().await {
+        let linger_until = tokio::time::Instant::now() + options.linger;
         let mut next = Some(op);
-        while let Some(op) = next.take() {
-            match op {
-                Op::Write(item) => items.push(item),
-                Op::Flush(tx) => flush_waiters.push(tx),
-                Op::Close(tx) => {
-                    close_waiters.push(tx);
-                    // Refuse new writes; what is already queued is still drained below.
-                    rx.close();
+        loop {
+            while let Some(op) = next.take() {
+                match op {
+                    Op::Write(item) => items.push(item),
+                    Op::Flush(tx) => flush_waiters.push(tx),
+                    Op::Close(tx) => {
+                        close_waiters.push(tx);
+                        // Refuse new writes; what is already queued is still drained below.
+                        rx.close();
+                    }
+                }
+                if items.len() < cap {
+                    next = rx.try_recv().ok();
                 }
             }
-            if items.len() < cap {
-                next = rx.try_recv().ok();
+            // Nothing more queued yet: wait a little for the next burst, unless the batch is
+            // full or someone waits for it.
+            if items.len() >= cap || !flush_waiters.is_empty() || !close_waiters.is_empty() {
+                break;
+            }
+            match tokio::time::timeout_at(linger_until, rx.recv()).await {
+                Ok(Some(op)) => next = Some(op),
+                Ok(None) | Err(_) => break,
             }
         }
         if !items.is_empty() {
