@@ -154,3 +154,75 @@ async fn options_limits_cancel_and_restart() {
     d.close().await;
     assert!(relay.stop().await.success());
 }
+
+/// A thread another client made (`codex exec` in the same CODEX_HOME) shows in codex_list as
+/// not ours, codex_status shows it, and codex_say continues it in this relay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_exec_thread_is_listed_and_continued() {
+    use codex_relay_protocol::exec::ExecEvent;
+    let bed = Bed::start(NEWEST).await;
+    let ws = bed.home.workspace().to_path_buf();
+    bed.model.route(
+        "MARK-EXEC",
+        [
+            Reply::text("exec says hi"),
+            Reply::text("continued over MCP"),
+        ],
+    );
+    let out = tokio::process::Command::new(&bed.codex)
+        .args(["exec", "--json", "--skip-git-repo-check", "-C"])
+        .arg(&ws)
+        .arg("MARK-EXEC: hello from exec")
+        .env("CODEX_HOME", bed.home.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("run codex exec");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "codex exec failed: {stdout}");
+    let thread = stdout
+        .lines()
+        .find_map(|l| match ExecEvent::parse(l) {
+            Ok(ExecEvent::ThreadStarted { thread_id }) => Some(thread_id),
+            _ => None,
+        })
+        .expect("thread.started in the exec output");
+
+    let mut d = Driver::spawn(Sdk::Node).await;
+    d.connect(Transport::Stdio, &bed.args(60_000), "").await;
+    let listed = d.ok("codex_list", json!({"workingDirectory": ws})).await;
+    let row = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == thread.as_str())
+        .unwrap_or_else(|| panic!("the exec thread is listed: {listed}"))
+        .clone();
+    assert_eq!(row["ownedByRelay"], false, "{row}");
+    assert_eq!(row["isActive"], false, "{row}");
+    assert_eq!(row["source"], "exec", "{row}");
+    let said = d
+        .ok(
+            "codex_say",
+            json!({"sessionId": thread, "message": "and from MCP?"}),
+        )
+        .await;
+    assert_eq!(said["mode"], "started", "{said}");
+    let done = d
+        .ok(
+            "codex_status",
+            json!({"sessionId": thread, "waitMs": 60000, "until": "attention"}),
+        )
+        .await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["result"], "continued over MCP", "{done}");
+    let last = bed.model.requests_with("MARK-EXEC");
+    assert!(
+        last.last().unwrap().body["input"]
+            .to_string()
+            .contains("exec says hi"),
+        "the continued turn carries the exec thread's history"
+    );
+    d.close().await;
+    bed.assert_no_codex_left().await;
+}
