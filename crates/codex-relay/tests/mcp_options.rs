@@ -151,6 +151,12 @@ async fn options_limits_cancel_and_restart() {
         .status_until(&a, TURN, |s| s["status"] == "done" && s["turnCount"] == 2)
         .await;
     assert_eq!(done["result"], "resumed after the restart", "{done}");
+    let resumed = bed.model.requests_with("MARK-OPT");
+    assert_eq!(
+        resumed.last().unwrap().body["model"],
+        "profile-model",
+        "the resumed thread keeps its profile's settings"
+    );
     d.close().await;
     assert!(relay.stop().await.success());
 }

@@ -295,6 +295,8 @@ impl Relay {
         let mut stored_opts = serde_json::to_value(&opts).unwrap_or(json!({}));
         stored_opts["approvalPolicy"] = json!(policy);
         stored_opts["sandbox"] = json!(sandbox);
+        // What a later thread/resume passes again: the overrides in effect, profile included.
+        stored_opts["config"] = json!(params.config);
         stored_opts["cwd"] = json!(opts.cwd.clone().or(started.cwd.clone()));
         let meta = json!({"options": stored_opts, "tools": opts.dynamic_tools.iter().map(|t| &t.spec.name).collect::<Vec<_>>()});
         let state = SessionShared::fresh_state(
