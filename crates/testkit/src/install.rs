@@ -96,16 +96,7 @@ pub fn codex_bin(version: &str) -> Result<PathBuf, InstallError> {
         "installing @openai/codex@{version} into {} ...",
         dir.display()
     );
-    let out = Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            "--prefix",
-        ])
-        .arg(&staging)
-        .arg(format!("@openai/codex@{version}"))
+    let out = npm_install(&staging, &format!("@openai/codex@{version}"))
         .stdin(Stdio::null())
         .output()
         .map_err(InstallError::NoNpm)?;
@@ -133,6 +124,21 @@ pub fn codex_bin(version: &str) -> Result<PathBuf, InstallError> {
         });
     }
     Ok(bin)
+}
+
+/// `npm install <spec>` into the `prefix` directory, quietly.
+pub(crate) fn npm_install(prefix: &Path, spec: &str) -> Command {
+    let mut cmd = Command::new("npm");
+    cmd.args([
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        "--prefix",
+    ])
+    .arg(prefix)
+    .arg(spec);
+    cmd
 }
 
 fn version_output(bin: &Path) -> String {
