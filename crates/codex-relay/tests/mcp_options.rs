@@ -165,7 +165,6 @@ async fn options_limits_cancel_and_restart() {
 /// not ours, codex_status shows it, and codex_say continues it in this relay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codex_exec_thread_is_listed_and_continued() {
-    use codex_relay_protocol::exec::ExecEvent;
     let bed = Bed::start(NEWEST).await;
     let ws = bed.home.workspace().to_path_buf();
     bed.model.route(
@@ -175,24 +174,13 @@ async fn a_codex_exec_thread_is_listed_and_continued() {
             Reply::text("continued over MCP"),
         ],
     );
-    let out = tokio::process::Command::new(&bed.codex)
-        .args(["exec", "--json", "--skip-git-repo-check", "-C"])
-        .arg(&ws)
-        .arg("MARK-EXEC: hello from exec")
-        .env("CODEX_HOME", bed.home.path())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .expect("run codex exec");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "codex exec failed: {stdout}");
-    let thread = stdout
-        .lines()
-        .find_map(|l| match ExecEvent::parse(l) {
-            Ok(ExecEvent::ThreadStarted { thread_id }) => Some(thread_id),
-            _ => None,
-        })
-        .expect("thread.started in the exec output");
+    let thread = codex_relay_testkit::exec::thread_from_codex_exec(
+        &bed.codex,
+        bed.home.path(),
+        &ws,
+        "MARK-EXEC: hello from exec",
+    )
+    .await;
 
     let mut d = Driver::spawn(Sdk::Node).await;
     d.connect(Transport::Stdio, &bed.args(60_000), "").await;

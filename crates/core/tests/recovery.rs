@@ -3,13 +3,11 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use codex_relay_core::{
     CreateOptions, Ev, ListFilter, PermissionMode, Relay, SayInput, SayOutcome, SessionStatus,
 };
-use codex_relay_protocol::exec::ExecEvent;
 use codex_relay_testkit::{Reply, procs};
 use common::{Backend, Env, assert_contiguous};
 
@@ -232,28 +230,13 @@ async fn discovery_lists_a_codex_exec_session_and_say_resumes_it(
     env.model
         .route("EXEC-MARKER", [Reply::text("exec says hi")]);
     let bin = codex_relay_testkit::codex_bin(version).unwrap();
-    let out = tokio::process::Command::new(&bin)
-        .args(["exec", "--json", "--skip-git-repo-check", "-C"])
-        .arg(env.home.workspace())
-        .arg("EXEC-MARKER hello from exec")
-        .env("CODEX_HOME", env.home.path())
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("run codex exec");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "codex exec failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let thread_id = stdout
-        .lines()
-        .find_map(|l| match ExecEvent::parse(l) {
-            Ok(ExecEvent::ThreadStarted { thread_id }) => Some(thread_id),
-            _ => None,
-        })
-        .expect("thread.started in exec output");
+    let thread_id = codex_relay_testkit::exec::thread_from_codex_exec(
+        &bin,
+        env.home.path(),
+        env.home.workspace(),
+        "EXEC-MARKER hello from exec",
+    )
+    .await;
 
     let listed = env
         .relay

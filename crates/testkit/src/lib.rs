@@ -5,9 +5,11 @@
 //!   cache directory, once.
 //! - [`model`]: the scripted model server (replies, failure modes, recorded requests).
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
+//! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
 pub mod clients;
+pub mod exec;
 pub mod home;
 pub mod install;
 pub mod model;
