@@ -84,11 +84,11 @@ impl RelayMcp {
     /// Runs one tool; `Err` is a message for the caller.
     async fn run(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ToolError> {
+        let args = request.arguments.take();
         let name = request.name.as_ref();
-        let args = request.arguments.clone();
         let out = match name {
             tools::START => tools::start(&self.relay, parse(name, args)?).await?,
             tools::SAY => tools::say(&self.relay, parse(name, args)?).await?,
@@ -281,7 +281,8 @@ impl ServerHandler for RelayMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.as_ref();
+        let name = request.name.clone();
+        let name = name.as_ref();
         if !self.tools.iter().any(|t| t.name == name) {
             let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_ref()).collect();
             return Err(McpError::invalid_params(
@@ -289,7 +290,7 @@ impl ServerHandler for RelayMcp {
                 None,
             ));
         }
-        match self.run(request.clone(), &context).await {
+        match self.run(request, &context).await {
             Ok(response) => Ok(response),
             Err(e) => {
                 tracing::info!(tool = name, "tool error: {e}");
