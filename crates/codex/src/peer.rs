@@ -96,6 +96,16 @@ impl Subscription {
     pub fn try_recv(&mut self) -> Option<PeerEvent> {
         self.rx.try_recv().ok()
     }
+
+    /// Also receives the events of `thread` (a sub-agent of this subscription's thread, known
+    /// from the store or `thread/list`), including those parked for it so far. New sub-agents
+    /// are followed automatically when their `thread/started` names a followed parent.
+    pub fn follow(&self, thread: &str) -> bool {
+        match (self.inner.upgrade(), &self.thread) {
+            (Some(inner), Some(own)) => inner.routes().follow(own, thread),
+            _ => false,
+        }
+    }
 }
 
 impl Drop for Subscription {
@@ -370,12 +380,24 @@ impl Inner {
             Incoming::Notification { method, params } => {
                 let notification = ServerNotification::from_params(&method, &params);
                 let thread = notification.thread_id().map(str::to_owned);
+                // A sub-agent's thread belongs to whoever receives the thread that spawned it;
+                // routed here, before any of the child's own later lines is read, and after
+                // this notification (which tells the subscriber who the child is), followed by
+                // what was parked for the child so far.
+                let spawned: Vec<(String, String)> = spawned_threads(&notification)
+                    .into_iter()
+                    .map(|(p, c)| (p.to_owned(), c.to_owned()))
+                    .collect();
                 let event = PeerEvent::Notification(Notification {
                     notification,
                     raw: Arc::new(line),
                 });
-                if let Delivery::Nobody(_) = self.routes().deliver(thread.as_deref(), event) {
+                let mut routes = self.routes();
+                if let Delivery::Nobody(_) = routes.deliver(thread.as_deref(), event) {
                     tracing::debug!(method, "notification with no subscriber");
+                }
+                for (parent, child) in &spawned {
+                    routes.follow(parent, child);
                 }
             }
             Incoming::Request { id, method, params } => {
@@ -408,6 +430,36 @@ impl Inner {
                 tracing::warn!(%id, "answer to a request that is not pending (timed out, or never sent)")
             }
         }
+    }
+}
+
+/// `(parent, child)` thread pairs a notification reveals: a sub-agent spawn call that names
+/// its new thread (`collabAgentToolCall` items), or a sub-agent's `thread/started`.
+fn spawned_threads(n: &ServerNotification) -> Vec<(&str, &str)> {
+    use codex_relay_protocol::v2::ThreadItem;
+    match n {
+        ServerNotification::ItemStarted(i) | ServerNotification::ItemCompleted(i) => {
+            match &i.item {
+                ThreadItem::CollabAgentToolCall(c) if c.tool == "spawnAgent" => c
+                    .receiver_thread_ids
+                    .iter()
+                    .map(|child| (i.thread_id.as_str(), child.as_str()))
+                    .collect(),
+                _ => Vec::new(),
+            }
+        }
+        ServerNotification::ThreadStarted(t) => {
+            match (&t.thread.parent_thread_id, &t.thread.source) {
+                (Some(parent), _) => vec![(parent.as_str(), t.thread.id.as_str())],
+                (None, Some(source)) => source
+                    .pointer("/subAgent/thread_spawn/parent_thread_id")
+                    .and_then(serde_json::Value::as_str)
+                    .map(|parent| vec![(parent, t.thread.id.as_str())])
+                    .unwrap_or_default(),
+                (None, None) => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
     }
 }
 

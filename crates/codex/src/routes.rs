@@ -52,14 +52,29 @@ impl Routes {
         self.next_key
     }
 
-    /// Removes a subscription if it is still the current one under that key.
+    /// Routes `child` to whoever receives `parent` (a sub-agent thread goes where the thread
+    /// that spawned it goes), with the events parked for `child` so far. Returns false when
+    /// nobody receives `parent`.
+    pub fn follow(&mut self, parent: &str, child: &str) -> bool {
+        let Some((key, tx)) = self.threads.get(parent).cloned() else {
+            return false;
+        };
+        if self.threads.get(child).is_some_and(|(k, _)| *k == key) {
+            return true;
+        }
+        self.threads.insert(child.to_owned(), (key, tx.clone()));
+        for event in self.parked.remove(child).unwrap_or_default() {
+            let _ = tx.send(event);
+        }
+        self.parked_order.retain(|t| t != child);
+        true
+    }
+
+    /// Removes a subscription (with every thread it follows) if it is still the current one
+    /// under that key.
     pub fn remove(&mut self, thread_id: Option<&str>, key: u64) {
         match thread_id {
-            Some(t) => {
-                if self.threads.get(t).is_some_and(|(k, _)| *k == key) {
-                    self.threads.remove(t);
-                }
-            }
+            Some(_) => self.threads.retain(|_, (k, _)| *k != key),
             None => {
                 if self.default.as_ref().is_some_and(|(k, _)| *k == key) {
                     self.default = None;
@@ -117,7 +132,14 @@ impl Routes {
 
     /// Every live subscriber, for the closing broadcast; the table is emptied.
     pub fn drain(&mut self) -> Vec<UnboundedSender<PeerEvent>> {
-        let mut out: Vec<_> = self.threads.drain().map(|(_, (_, tx))| tx).collect();
+        // One subscription may follow several threads: close each one once.
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Vec<_> = self
+            .threads
+            .drain()
+            .filter(|(_, (key, _))| seen.insert(*key))
+            .map(|(_, (_, tx))| tx)
+            .collect();
         out.extend(self.default.take().map(|(_, tx)| tx));
         self.parked.clear();
         self.parked_order.clear();

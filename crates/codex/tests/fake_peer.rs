@@ -302,6 +302,55 @@ async fn notifications_that_arrive_before_the_subscription_are_not_lost() {
 }
 
 #[tokio::test]
+async fn a_sub_agents_thread_goes_to_the_subscriber_of_the_thread_that_spawned_it() {
+    let (peer, mut fake) = pipe(PeerConfig::default());
+    let mut parent = peer.subscribe_thread("p");
+    // The child's first notification arrives before anyone knows whose child it is: parked.
+    fake.send(r#"{"method":"warning","params":{"threadId":"c","message":"early"}}"#)
+        .await;
+    // The parent's spawn call names the child; from here on the child is the parent's.
+    fake.send(r#"{"method":"item/completed","params":{"threadId":"p","turnId":"u","item":{"type":"collabAgentToolCall","id":"call_spawn","tool":"spawnAgent","status":"completed","senderThreadId":"p","receiverThreadIds":["c"],"agentsStates":{}}}}"#).await;
+    fake.send(r#"{"id":7,"method":"item/commandExecution/requestApproval","params":{"threadId":"c","turnId":"uc","itemId":"i"}}"#).await;
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        match tokio::time::timeout(Duration::from_secs(5), parent.recv()).await {
+            Ok(Some(PeerEvent::Notification(n))) => order.push(
+                match n.notification {
+                    ServerNotification::ItemCompleted(_) => "spawn",
+                    _ => "child-early",
+                }
+                .to_owned(),
+            ),
+            Ok(Some(PeerEvent::Request(req))) => {
+                assert_eq!(req.request().thread_id(), Some("c"));
+                order.push("child-request".into());
+                req.responder.respond(Ok(json!({"decision": "accept"})));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // The spawn first (it says who the child is), then what was parked, then the rest.
+    assert_eq!(order, ["spawn", "child-early", "child-request"]);
+    assert_eq!(
+        fake.next().await,
+        json!({"id": 7, "result": {"decision": "accept"}})
+    );
+    // A grandchild announced by its own thread/started follows the same subscriber.
+    fake.send(r#"{"method":"thread/started","params":{"thread":{"id":"g","source":{"subAgent":{"thread_spawn":{"parent_thread_id":"c","depth":2}}}}}}"#).await;
+    match tokio::time::timeout(Duration::from_secs(5), parent.recv()).await {
+        Ok(Some(PeerEvent::Notification(n))) => assert_eq!(n.notification.thread_id(), Some("g")),
+        other => panic!("{other:?}"),
+    }
+    // When the parent's subscriber goes, its children's requests are declined, not lost.
+    drop(parent);
+    fake.send(r#"{"id":8,"method":"item/commandExecution/requestApproval","params":{"threadId":"g","turnId":"ug","itemId":"i"}}"#).await;
+    assert_eq!(
+        fake.next().await,
+        json!({"id": 8, "result": {"decision": "decline"}})
+    );
+}
+
+#[tokio::test]
 async fn a_process_that_dies_fails_pending_calls_and_subscribers_within_a_second() {
     // A stand-in for Codex that reads requests and never answers, then is killed.
     let spec = SpawnSpec {

@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 
 use crate::answer::{self, APPROVAL_OPTIONS, PendingKind};
 use crate::error::RelayError;
-use crate::event::Ev;
+use crate::event::{AgentRef, Ev};
 use crate::ids::{now_ms, random_id};
-use crate::session::SessionShared;
+use crate::session::{Origin, SessionShared};
 use crate::store::{PendingRecord, Store};
 
 /// A pending request as every front sees it.
@@ -36,9 +36,29 @@ pub struct PendingView {
     pub created_at: i64,
     /// Unix milliseconds; answered fail-closed then.
     pub deadline: i64,
+    /// The sub-agent that asks, when it is not the session's own thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRef>,
+    /// The tool call that spawned that sub-agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoke: Option<String>,
 }
 
 impl PendingView {
+    pub(crate) fn origin(&self) -> Option<Origin> {
+        self.agent.as_ref().map(|agent| Origin {
+            invoke: self.invoke.clone(),
+            agent: agent.clone(),
+        })
+    }
+
+    /// The Codex thread that asked: a sub-agent's, or the session's own.
+    pub fn thread_id(&self) -> &str {
+        self.agent
+            .as_ref()
+            .map_or(self.session_id.as_str(), |a| a.thread.as_str())
+    }
+
     /// The store row for this request, resolved or not.
     fn record(&self, resolution: Option<&Resolution>) -> PendingRecord {
         PendingRecord {
@@ -65,6 +85,8 @@ pub struct Resolution {
 }
 
 struct Entry {
+    /// Opening order: requests opened in the same millisecond still list oldest first.
+    order: u64,
     view: PendingView,
     responder: Responder,
     session: Arc<SessionShared>,
@@ -76,6 +98,7 @@ const REMEMBERED_RESOLUTIONS: usize = 4096;
 #[derive(Default)]
 struct State {
     open: HashMap<String, Entry>,
+    opened: u64,
     resolved: VecDeque<Resolution>,
 }
 
@@ -100,15 +123,16 @@ impl Broker {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a request Codex made in `session`; returns at once.
-    /// `changes` are the file changes (path, kind, diff) Codex announced for the item a
-    /// file-change approval is about; they are shown with it.
-    pub fn open(
+    /// Registers a request Codex made in `session` (by one of its sub-agents when `origin`
+    /// says so); returns at once. `changes` are the file changes (path, kind, diff) Codex
+    /// announced for the item a file-change approval is about; they are shown with it.
+    pub(crate) fn open(
         &self,
         session: &Arc<SessionShared>,
         server: &Arc<AppServer>,
         incoming: IncomingRequest,
         changes: Option<&[FileUpdateChange]>,
+        origin: Option<Origin>,
     ) -> PendingView {
         let request = incoming.request();
         let now = now_ms();
@@ -124,14 +148,24 @@ impl Broker {
             view.question = format!("Allow Codex to change {}?", paths.join(", "));
             view.details["changes"] = serde_json::to_value(changes).unwrap_or(Value::Null);
         }
+        if let Some(origin) = origin {
+            view.question = format!("Sub-agent {} asks: {}", origin.agent.label(), view.question);
+            view.agent = Some(origin.agent);
+            view.invoke = origin.invoke;
+        }
         self.store.upsert_pending(view.record(None));
-        let entry = Entry {
-            view: view.clone(),
-            responder: incoming.responder,
-            session: session.clone(),
-            server: Arc::downgrade(server),
-        };
-        self.lock().open.insert(view.id.clone(), entry);
+        {
+            let mut st = self.lock();
+            st.opened += 1;
+            let entry = Entry {
+                order: st.opened,
+                view: view.clone(),
+                responder: incoming.responder,
+                session: session.clone(),
+                server: Arc::downgrade(server),
+            };
+            st.open.insert(view.id.clone(), entry);
+        }
         session.add_pending(view.clone());
         let broker = self.clone();
         let id = view.id.clone();
@@ -184,7 +218,7 @@ impl Broker {
                 entry.view.question
             );
             if let Err(e) = server
-                .steer(&entry.session.id, turn, &[UserInput::text(text)])
+                .steer(entry.view.thread_id(), turn, &[UserInput::text(text)])
                 .await
             {
                 tracing::warn!(session = %entry.session.id, "could not pass the denial reason to the model: {e}");
@@ -219,12 +253,26 @@ impl Broker {
 
     /// Resolves every open request of a session fail-closed.
     pub fn fail_session(&self, session_id: &str, by: &str, why: &str) {
+        self.fail_where(|v| v.session_id == session_id, by, why);
+    }
+
+    /// Resolves the open requests of one turn (of the session's thread or of one of its
+    /// sub-agents) fail-closed: the turn ended, so nobody can act on them any more.
+    pub fn fail_turn(&self, session_id: &str, turn: &str, by: &str, why: &str) {
+        self.fail_where(
+            |v| v.session_id == session_id && v.turn.as_deref() == Some(turn),
+            by,
+            why,
+        );
+    }
+
+    fn fail_where(&self, pick: impl Fn(&PendingView) -> bool, by: &str, why: &str) {
         let entries: Vec<Entry> = {
             let mut st = self.lock();
             let ids: Vec<String> = st
                 .open
                 .iter()
-                .filter(|(_, e)| e.view.session_id == session_id)
+                .filter(|(_, e)| pick(&e.view))
                 .map(|(k, _)| k.clone())
                 .collect();
             ids.iter().filter_map(|id| st.open.remove(id)).collect()
@@ -245,6 +293,7 @@ impl Broker {
             responder,
             session,
             server,
+            ..
         } = entry;
         responder.fail_closed(why);
         let resolution = Resolution {
@@ -278,14 +327,13 @@ impl Broker {
     /// Open requests, optionally of one session.
     pub fn pending(&self, session_id: Option<&str>) -> Vec<PendingView> {
         let st = self.lock();
-        let mut out: Vec<PendingView> = st
+        let mut open: Vec<&Entry> = st
             .open
             .values()
             .filter(|e| session_id.is_none_or(|s| e.view.session_id == s))
-            .map(|e| e.view.clone())
             .collect();
-        out.sort_by_key(|v| v.created_at);
-        out
+        open.sort_by_key(|e| e.order);
+        open.into_iter().map(|e| e.view.clone()).collect()
     }
 
     /// Remembers a resolution made outside the broker (pending requests found in the store
@@ -405,5 +453,7 @@ fn describe(
         turn,
         created_at,
         deadline,
+        agent: None,
+        invoke: None,
     }
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::RelayError;
 use crate::relay::Relay;
-use crate::session::SessionStatus;
+use crate::session::{AgentInfo, SessionStatus};
 
 /// One row of a listing.
 #[derive(Debug, Clone, Serialize)]
@@ -29,6 +29,10 @@ pub struct ListedSession {
     pub owned: bool,
     /// Loaded and attached in this relay's Codex right now.
     pub live: bool,
+    /// Its sub-agents (threads it spawned, at any depth): listed here, never as sessions of
+    /// their own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentInfo>,
 }
 
 /// Filters for [`Relay::list`].
@@ -40,8 +44,16 @@ pub struct ListFilter {
 }
 
 const PAGE: u32 = 100;
-/// Every creator a person may want to continue (sub-agent threads are Codex's internals).
-const SOURCE_KINDS: &[&str] = &["cli", "vscode", "exec", "appServer", "unknown"];
+/// Every creator a person may want to continue, and spawned sub-agents (nested under the
+/// session that spawned them).
+const SOURCE_KINDS: &[&str] = &[
+    "cli",
+    "vscode",
+    "exec",
+    "appServer",
+    "unknown",
+    "subAgentThreadSpawn",
+];
 const MAX_PAGES: usize = 10;
 
 fn same_dir(a: &str, b: &str) -> bool {
@@ -66,6 +78,8 @@ impl Relay {
     pub async fn list(&self, filter: ListFilter) -> Result<Vec<ListedSession>, RelayError> {
         let limit = filter.limit.unwrap_or(50).max(1);
         let mut rows: HashMap<String, ListedSession> = HashMap::new();
+        // Sub-agent threads Codex lists, and the thread that spawned each.
+        let mut spawned: Vec<(String, AgentInfo)> = Vec::new();
         for h in self.inner.handles() {
             let snap = h.snapshot();
             let live = snap.status != SessionStatus::Closed && self.is_attached(h.id());
@@ -80,6 +94,7 @@ impl Relay {
                     source: "codex-relay".into(),
                     owned: true,
                     live,
+                    agents: snap.agents,
                 },
             );
         }
@@ -94,6 +109,24 @@ impl Relay {
             };
             let page = server.call::<ThreadList>(&params).await?;
             for t in page.data {
+                if let Some(spawn) = t.spawned_by() {
+                    let agent = crate::event::AgentRef {
+                        thread: t.id.clone(),
+                        parent: spawn.parent_thread_id.clone(),
+                        depth: spawn.depth,
+                        nickname: spawn.agent_nickname,
+                        role: spawn.agent_role,
+                    };
+                    spawned.push((
+                        spawn.parent_thread_id,
+                        AgentInfo {
+                            agent,
+                            invoke: None,
+                            turn: None,
+                        },
+                    ));
+                    continue;
+                }
                 let updated = t.updated_at.or(t.created_at).unwrap_or(0) * 1000;
                 match rows.get_mut(&t.id) {
                     Some(row) => {
@@ -112,6 +145,7 @@ impl Relay {
                                 source: source_name(&t.source),
                                 owned: false,
                                 live: false,
+                                agents: Vec::new(),
                             },
                         );
                     }
@@ -122,6 +156,7 @@ impl Relay {
                 _ => break,
             }
         }
+        nest(&mut rows, spawned);
         let mut out: Vec<ListedSession> = rows
             .into_values()
             .filter(|r| match (&filter.cwd, &r.cwd) {
@@ -140,6 +175,33 @@ impl Relay {
     }
 
     fn is_attached(&self, id: &str) -> bool {
-        self.inner.is_live(id)
+        self.inner.slots.holds(id)
+    }
+}
+
+/// Puts each listed sub-agent under the top-level session that spawned it (through any number
+/// of sub-agents), unless that session already knows it; sub-agents of sessions not listed are
+/// left out.
+fn nest(rows: &mut HashMap<String, ListedSession>, spawned: Vec<(String, AgentInfo)>) {
+    let parents: HashMap<String, String> = spawned
+        .iter()
+        .map(|(parent, a)| (a.agent.thread.clone(), parent.clone()))
+        .collect();
+    for (parent, agent) in spawned {
+        let mut top = parent;
+        for _ in 0..parents.len() {
+            match parents.get(&top) {
+                Some(up) if !rows.contains_key(&top) => top = up.clone(),
+                _ => break,
+            }
+        }
+        if let Some(row) = rows.get_mut(&top)
+            && !row
+                .agents
+                .iter()
+                .any(|a| a.agent.thread == agent.agent.thread)
+        {
+            row.agents.push(agent);
+        }
     }
 }

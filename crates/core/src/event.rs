@@ -27,10 +27,40 @@ pub struct Envelope {
     /// The Codex turn the event belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<String>,
-    /// The tool call that spawned this (sub-agent) event.
+    /// The tool call that spawned the sub-agent this event comes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoke: Option<String>,
+    /// The sub-agent this event comes from; absent for the session's own thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRef>,
     pub ev: Ev,
+}
+
+/// A sub-agent: a Codex thread spawned (directly or through other sub-agents) by a session's
+/// thread. Its events, requests and turns belong to that session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRef {
+    /// The sub-agent's own Codex thread.
+    pub thread: String,
+    /// The thread that spawned it (the session's thread, or another sub-agent's).
+    pub parent: String,
+    /// 1 for a child of the session's thread, 2 for a grandchild, ...
+    #[serde(default)]
+    pub depth: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nickname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+impl AgentRef {
+    /// How a person names it: its nickname, else its role, else its thread id.
+    pub fn label(&self) -> &str {
+        self.nickname
+            .as_deref()
+            .or(self.role.as_deref())
+            .unwrap_or(&self.thread)
+    }
 }
 
 /// How a turn ended.
@@ -173,6 +203,11 @@ pub struct Delta {
     /// `text`, `thinking` or `output` (command output).
     pub stream: String,
     pub delta: String,
+    /// For a sub-agent's delta: the call that spawned it, and its thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoke: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 #[cfg(test)]
@@ -189,6 +224,7 @@ mod tests {
             role: Role::Agent,
             turn: Some("u1".into()),
             invoke: None,
+            agent: None,
             ev: Ev::Text {
                 text: "hi".into(),
                 thinking: false,

@@ -12,9 +12,12 @@
 
 pub mod answer;
 pub mod broker;
+mod by_id;
+mod capabilities;
 pub mod discovery;
 pub mod error;
 pub mod event;
+pub mod feed;
 mod ids;
 pub mod mapper;
 pub mod modes;
@@ -23,11 +26,15 @@ mod recovery;
 pub mod relay;
 pub mod session;
 pub mod store;
+mod tool;
+pub mod views;
 
 pub use broker::{PendingView, Resolution};
 pub use discovery::{ListFilter, ListedSession};
 pub use error::RelayError;
 pub use event::{Envelope, Ev, Role};
+pub use feed::{Feed, RelayEvent};
 pub use modes::PermissionMode;
 pub use relay::{CreateOptions, DynamicTool, Relay, RelayConfig, ToolHandler};
 pub use session::{SayInput, SayOutcome, SessionHandle, SessionSnapshot, SessionStatus};
+pub use views::{Decision, PendingDetails, ResolvedBy, SessionMeta};

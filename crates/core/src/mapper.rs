@@ -112,6 +112,8 @@ fn delta(d: &DeltaNotification, stream: &str) -> Mapped {
             item: d.item_id.clone(),
             stream: stream.into(),
             delta: d.delta.clone(),
+            invoke: None,
+            agent: None,
         }),
     }
 }
@@ -175,6 +177,17 @@ fn item_started(item: &ThreadItem) -> Option<Ev> {
             title: format!("{}/{}", t.server, t.tool),
             description: format!("MCP tool {} of server {}", t.tool, t.server),
             args: t.arguments.clone(),
+        }),
+        ThreadItem::CollabAgentToolCall(c) => Some(Ev::ToolCallStart {
+            call: c.id.clone(),
+            name: "CodexAgent".into(),
+            title: match c.prompt.as_deref().map(title).filter(|p| !p.is_empty()) {
+                Some(prompt) => format!("{}: {prompt}", c.tool),
+                None => c.tool.clone(),
+            },
+            description: format!("sub-agent tool {}", c.tool),
+            args: json!({"tool": c.tool, "prompt": c.prompt, "model": c.model,
+                "receiverThreadIds": c.receiver_thread_ids}),
         }),
         // Messages and reasoning are logged whole when they complete.
         ThreadItem::UserMessage(_)
@@ -332,6 +345,30 @@ fn item_completed(item: &ThreadItem) -> Vec<(Role, Ev)> {
                     call: t.id.clone(),
                     status: end_status(t.status),
                     output,
+                    exit_code: None,
+                },
+            )]
+        }
+        ThreadItem::CollabAgentToolCall(c) => {
+            // What the agents said or where they stand, as Codex last saw them.
+            let states = c.agents_states.as_object().map(|m| {
+                m.iter()
+                    .map(|(thread, st)| {
+                        let status = st.get("status").and_then(Value::as_str).unwrap_or("?");
+                        match st.get("message").and_then(Value::as_str) {
+                            Some(msg) => format!("{thread}: {status}: {msg}"),
+                            None => format!("{thread}: {status}"),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+            vec![(
+                Role::Agent,
+                Ev::ToolCallEnd {
+                    call: c.id.clone(),
+                    status: end_status(c.status),
+                    output: states.filter(|s| !s.is_empty()),
                     exit_code: None,
                 },
             )]

@@ -13,7 +13,12 @@ pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
     let store = relay.store().clone();
     let records = store.sessions().await?;
     for rec in &records {
-        let state = SessionShared::restored_state(rec);
+        // The session row is written when the status changes; events logged after that are
+        // only in the events table. Continue after the last stored event, or the events
+        // appended below would reuse its seqs (and the store would keep the old ones).
+        let mut rec = rec.clone();
+        rec.last_seq = rec.last_seq.max(store.last_seq(&rec.id).await?);
+        let state = SessionShared::restored_state(&rec);
         let restored_status = state.status;
         let shared = SessionShared::new(
             rec.id.clone(),

@@ -1,18 +1,18 @@
 //! The relay: one `codex app-server` (restarted on demand) serving many sessions, the broker,
 //! the store, and the API every front calls.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codex_relay_codex::{AppServer, AppServerConfig};
-use codex_relay_protocol::v2::{ApprovalPolicy, DynamicToolSpec, SandboxMode, ThreadStartParams};
-use futures::future::BoxFuture;
+use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode, ThreadStartParams};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
+use crate::capabilities::{ServerSource, Slots};
 use crate::error::RelayError;
 use crate::event::{Envelope, Ev, Role};
 use crate::modes::PermissionMode;
@@ -20,6 +20,7 @@ use crate::session::{
     Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
 };
 use crate::store::Store;
+pub use crate::tool::{DynamicTool, ToolHandler};
 
 /// Engine settings.
 #[derive(Debug, Clone)]
@@ -45,20 +46,6 @@ impl RelayConfig {
             event_buffer: 1000,
         }
     }
-}
-
-/// A caller-defined tool answered in-process.
-pub trait ToolHandler: Send + Sync {
-    /// Runs the tool; `Err` is reported to the model as a failed call.
-    fn call(&self, arguments: Value) -> BoxFuture<'static, Result<String, String>>;
-}
-
-/// A dynamic tool: offered to the model; answered by `handler`, or (without one) through the
-/// broker like any other pending request.
-#[derive(Clone)]
-pub struct DynamicTool {
-    pub spec: DynamicToolSpec,
-    pub handler: Option<Arc<dyn ToolHandler>>,
 }
 
 /// How to create a session. Optional values reach Codex only when given.
@@ -92,9 +79,10 @@ pub(crate) struct RelayInner {
     pub config: RelayConfig,
     pub store: Store,
     pub broker: Broker,
-    server: tokio::sync::Mutex<Option<Arc<AppServer>>>,
+    pub servers: ServerSource,
+    pub slots: Slots,
     sessions: Mutex<HashMap<String, SessionHandle>>,
-    live: Mutex<HashSet<String>>,
+    pub(crate) feed: Arc<crate::feed::Feed>,
 }
 
 /// The engine. Cheap to clone.
@@ -104,54 +92,6 @@ pub struct Relay {
 }
 
 impl RelayInner {
-    /// The running app-server, started (or restarted after it died) on demand.
-    pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
-        let mut slot = self.server.lock().await;
-        if let Some(s) = slot.as_ref()
-            && s.peer().closed().is_none()
-        {
-            return Ok(s.clone());
-        }
-        if slot.is_some() {
-            tracing::warn!("codex app-server is gone; starting a new one");
-        }
-        let server = Arc::new(AppServer::start(self.config.codex.clone()).await?);
-        *slot = Some(server.clone());
-        Ok(server)
-    }
-
-    fn claim_slot(&self, id: &str) -> Result<(), RelayError> {
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        if live.contains(id) {
-            return Ok(());
-        }
-        if live.len() >= self.config.max_sessions {
-            return Err(RelayError::TooManySessions {
-                max: self.config.max_sessions,
-            });
-        }
-        live.insert(id.to_owned());
-        Ok(())
-    }
-
-    pub(crate) fn release_slot(&self, id: &str) {
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-    }
-
-    pub(crate) fn is_live(&self, id: &str) -> bool {
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(id)
-    }
-
-    pub(crate) fn session_ended(&self, id: &str) {
-        self.release_slot(id);
-    }
-
     fn get(&self, id: &str) -> Option<SessionHandle> {
         self.sessions
             .lock()
@@ -182,13 +122,15 @@ impl Relay {
         };
         let store = Store::open_with(&config.store, options).await?;
         let broker = Broker::new(config.approval_timeout, store.clone());
+        let feed: Arc<crate::feed::Feed> = Arc::default();
         let inner = Arc::new(RelayInner {
+            servers: ServerSource::new(config.codex.clone(), feed.clone()),
+            slots: Slots::new(config.max_sessions),
             config,
             store,
             broker,
-            server: tokio::sync::Mutex::new(None),
             sessions: Mutex::new(HashMap::new()),
-            live: Mutex::new(HashSet::new()),
+            feed,
         });
         let relay = Relay { inner };
         crate::recovery::restore(&relay).await?;
@@ -205,7 +147,7 @@ impl Relay {
 
     /// The running app-server (started if needed).
     pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
-        self.inner.server().await
+        self.inner.servers.get().await
     }
 
     pub(crate) fn spawn_session(
@@ -214,11 +156,16 @@ impl Relay {
         server: Option<Arc<AppServer>>,
         tools: &[DynamicTool],
     ) -> SessionHandle {
+        shared.attach_feed(self.inner.feed.clone());
+        self.inner.feed.session_created(shared.snapshot());
         let (tx, rx) = mpsc::channel(64);
+        let (agent_tx, agent_rx) = mpsc::channel(16);
         let sub = server.as_ref().map(|s| s.subscribe_thread(&shared.id));
         let actor = Actor {
             shared: shared.clone(),
-            relay: Arc::downgrade(&self.inner),
+            broker: self.inner.broker.clone(),
+            servers: self.inner.servers.clone(),
+            slots: self.inner.slots.clone(),
             cmds: rx,
             server,
             sub,
@@ -227,6 +174,9 @@ impl Relay {
                 .filter_map(|t| Some((t.spec.name.clone(), t.handler.clone()?)))
                 .collect(),
             file_changes: Default::default(),
+            agent_tx,
+            agent_rx,
+            agent_seen: Default::default(),
         };
         tokio::spawn(actor.run());
         let handle = SessionHandle { shared, cmds: tx };
@@ -243,18 +193,7 @@ impl Relay {
         &self,
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
-        if self
-            .inner
-            .live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
-            >= self.inner.config.max_sessions
-        {
-            return Err(RelayError::TooManySessions {
-                max: self.inner.config.max_sessions,
-            });
-        }
+        self.inner.slots.check_free()?;
         let server = self.server().await?;
         let (mut policy, mut sandbox) = (opts.approval_policy, opts.sandbox);
         if let Some(mode) = opts.mode {
@@ -291,7 +230,7 @@ impl Relay {
         };
         let started = server.thread_start(&params).await?;
         let id = started.thread.id.clone();
-        self.inner.claim_slot(&id)?;
+        self.inner.slots.claim(&id)?;
         let mut stored_opts = serde_json::to_value(&opts).unwrap_or(json!({}));
         stored_opts["approvalPolicy"] = json!(policy);
         stored_opts["sandbox"] = json!(sandbox);
@@ -337,7 +276,7 @@ impl Relay {
         if id.trim().is_empty() {
             return Err(RelayError::UnknownSession(id.to_owned()));
         }
-        self.inner.claim_slot(id)?;
+        self.inner.slots.claim(id)?;
         let server = self.server().await?;
         let probe = codex_relay_protocol::v2::ThreadResumeParams {
             thread_id: id.to_owned(),
@@ -347,7 +286,7 @@ impl Relay {
             .call::<codex_relay_protocol::v2::ThreadResume>(&probe)
             .await
         {
-            self.inner.release_slot(id);
+            self.inner.slots.release(id);
             tracing::debug!(id, "thread/resume failed: {e}");
             return Err(RelayError::from_resume(id, e));
         }
@@ -380,10 +319,10 @@ impl Relay {
             return Err(RelayError::Closed(id.to_owned()));
         }
         // A restored (dormant) session takes a slot when it is used again.
-        self.inner.claim_slot(id)?;
+        self.inner.slots.claim(id)?;
         let result = handle.say(input).await;
         if result.is_err() && handle.shared.status() == SessionStatus::Closed {
-            self.inner.release_slot(id);
+            self.inner.slots.release(id);
         }
         result
     }
@@ -396,7 +335,7 @@ impl Relay {
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
         let handle = self.known(id)?;
         let result = handle.close(force).await;
-        self.inner.release_slot(id);
+        self.inner.slots.release(id);
         result
     }
 
@@ -496,7 +435,7 @@ impl Relay {
                 .broker
                 .fail_session(h.id(), "relay-shutdown", "the relay is shutting down");
         }
-        if let Some(server) = self.inner.server.lock().await.take() {
+        if let Some(server) = self.inner.servers.take().await {
             server.shutdown(Duration::from_secs(2)).await;
         }
         if let Err(e) = self.inner.store.flush().await {

@@ -114,47 +114,34 @@ async fn relay_restart_keeps_list_and_history_and_say_resumes(
         .route("WAITING-ONE", [Reply::exec("touch pending.txt", "call_p")]);
     let cwd = env.cwd();
     let config = env.config.clone();
-    // The first relay runs on a runtime of its own, which is then dropped: every task of it
-    // stops where it is and nothing is resolved or recorded on the way out — what a crash
-    // leaves behind (its Codex goes too, as Codex exits when its parent's pipes close).
+    // The first relay crashes with one session done and one waiting for an approval.
     let (done, waiting, pending_id, before_done, before_waiting) =
-        tokio::task::spawn_blocking(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            let out = rt.block_on(async move {
-                let relay1 = Relay::open(config).await.expect("first relay");
-                let opts = |p: &str| CreateOptions {
-                    prompt: Some(p.into()),
-                    cwd: Some(cwd.clone()),
-                    mode: Some(PermissionMode::Default),
-                    ..Default::default()
-                };
-                let (done, _) = relay1.create(opts("DONE-ONE hello")).await.unwrap();
-                let done = done.id().to_owned();
-                common::until(&relay1, &done, "the first session's turn", |s| {
-                    s.status == SessionStatus::Idle && s.turn_count == 1
-                })
-                .await;
-                let (waiting, _) = relay1.create(opts("WAITING-ONE go")).await.unwrap();
-                let waiting = waiting.id().to_owned();
-                let snap = common::until(&relay1, &waiting, "the approval", |s| {
-                    s.status == SessionStatus::AwaitingApproval
-                })
-                .await;
-                let pending_id = snap.pending[0].id.clone();
-                let before_done = relay1.events(&done, 0, 10_000).await.unwrap();
-                let before_waiting = relay1.events(&waiting, 0, 10_000).await.unwrap();
-                relay1.store().flush().await.unwrap();
-                (done, waiting, pending_id, before_done, before_waiting)
-            });
-            drop(rt);
-            out
+        common::crash_after(config, move |relay1| async move {
+            let opts = |p: &str| CreateOptions {
+                prompt: Some(p.into()),
+                cwd: Some(cwd.clone()),
+                mode: Some(PermissionMode::Default),
+                ..Default::default()
+            };
+            let (done, _) = relay1.create(opts("DONE-ONE hello")).await.unwrap();
+            let done = done.id().to_owned();
+            common::until(&relay1, &done, "the first session's turn", |s| {
+                s.status == SessionStatus::Idle && s.turn_count == 1
+            })
+            .await;
+            let (waiting, _) = relay1.create(opts("WAITING-ONE go")).await.unwrap();
+            let waiting = waiting.id().to_owned();
+            let snap = common::until(&relay1, &waiting, "the approval", |s| {
+                s.status == SessionStatus::AwaitingApproval
+            })
+            .await;
+            let pending_id = snap.pending[0].id.clone();
+            let before_done = relay1.events(&done, 0, 10_000).await.unwrap();
+            let before_waiting = relay1.events(&waiting, 0, 10_000).await.unwrap();
+            relay1.store().flush().await.unwrap();
+            (done, waiting, pending_id, before_done, before_waiting)
         })
-        .await
-        .unwrap();
+        .await;
 
     let relay2 = Relay::open(env.config.clone()).await.expect("reopen");
     let listed = relay2

@@ -19,6 +19,7 @@ matrix!(
     an_unanswered_approval_is_declined_at_its_timeout,
     two_racing_answers_exactly_one_wins,
     say_while_active_steers_and_interrupt_keeps_the_session,
+    interrupt_with_an_approval_open_resolves_it_before_the_turn_ends,
 );
 
 const LONG: Duration = Duration::from_secs(300);
@@ -248,6 +249,21 @@ async fn an_unanswered_approval_is_declined_at_its_timeout(
         resolved,
         Some((pending.id.clone(), "deny".into(), "timeout".into()))
     );
+    // Checked from both sides: declined at its deadline, not before and not long after.
+    let events = env.all_events(&id).await;
+    let at = |kind: &str| {
+        events
+            .iter()
+            .find(|e| e.ev.kind() == kind)
+            .map(|e| e.time)
+            .unwrap_or_else(|| panic!("no {kind} event"))
+    };
+    let waited = at("request-resolved") - at("request-opened");
+    assert!(
+        (1500..2500).contains(&waited),
+        "the 1.5 s approval timeout fired after {waited} ms"
+    );
+    assert_eq!(pending.deadline - pending.created_at, 1500, "{pending:?}");
     // A late answer is told it came too late.
     let late = env
         .relay
@@ -399,4 +415,43 @@ async fn say_while_active_steers_and_interrupt_keeps_the_session(
         })
         .await;
     assert_eq!(snap.result, Some(serde_json::json!("back again")));
+}
+
+async fn interrupt_with_an_approval_open_resolves_it_before_the_turn_ends(
+    version: &'static str,
+    backend: Backend,
+) {
+    let Some(env) = Env::start(version, backend, LONG).await else {
+        return;
+    };
+    let (id, pending) = session_awaiting_approval(&env, "never.txt", vec![]).await;
+    assert!(env.relay.interrupt(&id).await.unwrap());
+    let snap = env
+        .until(&id, "the interrupted turn", |s| {
+            s.status == SessionStatus::Interrupted
+        })
+        .await;
+    // Nobody can act on the request any more: it is not left answerable until its timeout.
+    assert!(snap.pending.is_empty(), "{:#?}", snap.pending);
+    assert!(env.relay.pending(Some(&id)).is_empty());
+    let events = env.all_events(&id).await;
+    assert_contiguous(&events);
+    let at = |pred: &dyn Fn(&Ev) -> bool| events.iter().position(|e| pred(&e.ev));
+    let resolved = at(&|ev| {
+        matches!(ev, Ev::RequestResolved { id, by, decision, .. }
+            if *id == pending.id && by == "turn-ended" && decision == "deny")
+    })
+    .expect("the open request is resolved as turn-ended");
+    let ended = at(&|ev| matches!(ev, Ev::TurnEnd { .. })).expect("the turn ends");
+    assert!(
+        resolved < ended,
+        "resolved at {resolved}, turn ended at {ended}"
+    );
+    // No status flickers back to awaiting_approval after the turn ended.
+    assert!(
+        !events[ended..]
+            .iter()
+            .any(|e| matches!(&e.ev, Ev::Status { status } if status == "awaiting_approval"))
+    );
+    assert!(!env.home.workspace().join("never.txt").exists());
 }

@@ -1,4 +1,5 @@
-//! Store scenarios, run against SQLite and, when CODEX_RELAY_TEST_POSTGRES holds a URL, Postgres.
+//! Store scenarios, run against SQLite and Postgres (CODEX_RELAY_TEST_POSTGRES; without it they
+//! fail unless CODEX_RELAY_SKIP_POSTGRES=1 skips them on purpose).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -7,8 +8,6 @@ use codex_relay_core::store::{
     PendingRecord, SessionRecord, Store, StoreError, StoreOptions, StoredEvent,
 };
 use sqlx::Connection;
-
-const PG_ENV: &str = "CODEX_RELAY_TEST_POSTGRES";
 
 #[derive(Clone, Copy, Debug)]
 enum Backend {
@@ -45,12 +44,9 @@ impl Fixture {
                 })
             }
             Backend::Postgres => {
-                let Some(base) = std::env::var(PG_ENV).ok().filter(|v| !v.trim().is_empty()) else {
-                    eprintln!(
-                        "skipped: {PG_ENV} is not set (set it to a postgres:// URL to run this scenario on Postgres)"
-                    );
-                    return None;
-                };
+                let base = codex_relay_testkit::postgres::url(&format!(
+                    "store scenario {name} on Postgres"
+                ))?;
                 static N: AtomicUsize = AtomicUsize::new(0);
                 let nanos = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
@@ -312,19 +308,32 @@ async fn order_across_batches(fx: &Fixture) {
 
 /// `flush()` resolves only after the writes before it are committed: another store (another
 /// pool) on the same database sees them at once.
-/// Without a flush, a write still commits on its own soon (the writer's linger is bounded).
+/// Without a flush, a write still commits on its own soon: docs/STORE.md promises 10–20 ms
+/// (the 10 ms linger plus the commit). Over five writes the median must stay under 100 ms (5×
+/// the claim, for a loaded two-core CI machine) and none may take a second.
 async fn unflushed_writes_commit_on_their_own(fx: &Fixture) {
     let writer = Store::open(&fx.target).await.unwrap();
     let reader = Store::open(&fx.target).await.unwrap();
-    writer.append_event(event("lonely", 1));
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    while reader.last_seq("lonely").await.unwrap() != 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "an unflushed write was not committed within 5 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let mut took = Vec::new();
+    for seq in 1..=5 {
+        let start = std::time::Instant::now();
+        writer.append_event(event("lonely", seq));
+        while reader.last_seq("lonely").await.unwrap() != seq {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(1),
+                "an unflushed write was not committed within 1 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        took.push(start.elapsed());
     }
+    took.sort();
+    eprintln!("unflushed commit latency (sorted): {took:?}");
+    assert!(
+        took[2] < std::time::Duration::from_millis(100),
+        "median commit latency {:?} is far from the documented 10–20 ms: {took:?}",
+        took[2]
+    );
 }
 
 async fn flush_is_a_barrier(fx: &Fixture) {

@@ -6,6 +6,7 @@
 //! - [`model`]: the scripted model server (replies, failure modes, recorded requests).
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
+//! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
 pub mod clients;
@@ -13,6 +14,7 @@ pub mod exec;
 pub mod home;
 pub mod install;
 pub mod model;
+pub mod postgres;
 pub mod procs;
 
 pub use home::{CodexHome, HomeOptions};

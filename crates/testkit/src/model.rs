@@ -1,5 +1,9 @@
 //! A scripted Responses-API model server on loopback: Codex POSTs `/v1/responses` and gets
 //! the next scripted reply as an SSE stream. Every request is recorded for assertions.
+//!
+//! Strict: a request with no scripted reply left is answered HTTP 400 (which Codex does not
+//! retry) and recorded, and the server panics when dropped (outside an unwinding panic) if any
+//! such request came, so a misrouted or extra model call fails the test that made it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -33,6 +37,14 @@ pub enum Item {
     },
     /// A reasoning item with one summary paragraph.
     Reasoning(String),
+    /// A function call of a namespaced tool set, e.g. the sub-agent tools of Codex 0.169
+    /// (`multi_agent_v1`) or an MCP server's tools (`mcp__<server>`).
+    NamespacedCall {
+        namespace: String,
+        name: String,
+        arguments: String,
+        call_id: String,
+    },
 }
 
 impl Item {
@@ -47,6 +59,22 @@ impl Item {
 
     pub fn function_call(name: &str, arguments: Value, call_id: &str) -> Self {
         Item::FunctionCall {
+            name: name.into(),
+            arguments: arguments.to_string(),
+            call_id: call_id.into(),
+        }
+    }
+
+    /// The sub-agent tool `multi_agent_v1.spawn_agent {"message": ...}` (Codex 0.169).
+    pub fn spawn_agent(message: &str, call_id: &str) -> Self {
+        Item::sub_agent_tool("spawn_agent", json!({ "message": message }), call_id)
+    }
+
+    /// Any tool of Codex 0.169's sub-agent set (`spawn_agent`, `send_input`, `wait_agent`,
+    /// `close_agent`, `resume_agent`).
+    pub fn sub_agent_tool(name: &str, arguments: Value, call_id: &str) -> Self {
+        Item::NamespacedCall {
+            namespace: "multi_agent_v1".into(),
             name: name.into(),
             arguments: arguments.to_string(),
             call_id: call_id.into(),
@@ -74,6 +102,15 @@ impl Item {
             } => json!({
                 "type": "custom_tool_call", "id": format!("ctc_{n}"), "name": name,
                 "input": input, "call_id": call_id
+            }),
+            Item::NamespacedCall {
+                namespace,
+                name,
+                arguments,
+                call_id,
+            } => json!({
+                "type": "function_call", "id": format!("fc_{n}"), "namespace": namespace,
+                "name": name, "arguments": arguments, "call_id": call_id
             }),
             Item::Reasoning(summary) => json!({
                 "type": "reasoning", "id": format!("rs_{n}"),
@@ -156,6 +193,8 @@ impl Reply {
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
     pub body: Value,
+    /// `x-codex-parent-thread-id`: set when a sub-agent's model call made the request.
+    pub parent_thread: Option<String>,
 }
 
 impl RecordedRequest {
@@ -214,13 +253,24 @@ impl RecordedRequest {
     }
 }
 
+/// Requests whose `input` contains `marker` (and that come from a sub-agent, or not, as
+/// `sub_agent` says) draw from `queue`.
+struct Route {
+    marker: String,
+    sub_agent: bool,
+    queue: VecDeque<Reply>,
+}
+
 #[derive(Default)]
 struct Script {
+    /// For requests of top-level threads that match no route.
     default: VecDeque<Reply>,
-    /// Requests whose `input` contains the marker draw from its own queue.
-    routes: Vec<(String, VecDeque<Reply>)>,
+    routes: Vec<Route>,
     requests: Vec<RecordedRequest>,
-    unscripted: usize,
+    /// The last user text of each request that found no reply (for the failure message).
+    unscripted: Vec<String>,
+    /// Set by `allow_unscripted`: such requests are still answered 400 but do not fail the test.
+    lenient: bool,
 }
 
 struct Shared {
@@ -228,7 +278,7 @@ struct Shared {
     changed: Notify,
 }
 
-/// The server; stops when dropped.
+/// The server; stops when dropped, and then fails the test if a request was unscripted.
 pub struct ModelServer {
     shared: Arc<Shared>,
     url: String,
@@ -279,14 +329,32 @@ impl ModelServer {
         self.script().default.extend(replies);
     }
 
-    /// Appends replies for requests whose input contains `marker` (put it in the prompt).
+    /// Appends replies for requests of top-level threads whose input contains `marker` (put
+    /// it in the prompt).
     pub fn route(&self, marker: &str, replies: impl IntoIterator<Item = Reply>) {
+        self.add_route(marker, false, replies);
+    }
+
+    /// Appends replies for requests of sub-agents (they carry `x-codex-parent-thread-id`) whose
+    /// input contains `marker` (put it in the spawn message). A sub-agent's request that
+    /// matches no such route is unscripted: it never takes a top-level thread's reply.
+    pub fn route_sub_agent(&self, marker: &str, replies: impl IntoIterator<Item = Reply>) {
+        self.add_route(marker, true, replies);
+    }
+
+    fn add_route(&self, marker: &str, sub_agent: bool, replies: impl IntoIterator<Item = Reply>) {
         let mut s = self.script();
-        match s.routes.iter_mut().find(|(m, _)| m == marker) {
-            Some((_, q)) => q.extend(replies),
-            None => s
-                .routes
-                .push((marker.to_owned(), replies.into_iter().collect())),
+        match s
+            .routes
+            .iter_mut()
+            .find(|r| r.marker == marker && r.sub_agent == sub_agent)
+        {
+            Some(r) => r.queue.extend(replies),
+            None => s.routes.push(Route {
+                marker: marker.to_owned(),
+                sub_agent,
+                queue: replies.into_iter().collect(),
+            }),
         }
     }
 
@@ -303,9 +371,28 @@ impl ModelServer {
             .collect()
     }
 
-    /// Requests that found no scripted reply (they were answered "script exhausted").
+    /// Requests that found no scripted reply (they were answered HTTP 400).
     pub fn unscripted(&self) -> usize {
-        self.script().unscripted
+        self.script().unscripted.len()
+    }
+
+    /// For a test that provokes unscripted requests on purpose: they are still refused with
+    /// HTTP 400, but dropping the server does not fail the test.
+    pub fn allow_unscripted(&self) {
+        self.script().lenient = true;
+    }
+
+    /// Panics if a request found no scripted reply (also done on drop).
+    pub fn assert_all_scripted(&self) {
+        let s = self.script();
+        if !s.unscripted.is_empty() && !s.lenient {
+            let got = s.unscripted.clone();
+            drop(s);
+            panic!(
+                "the scripted model got {} request(s) it had no reply for (answered HTTP 400); last user text of each: {got:?}",
+                got.len()
+            );
+        }
     }
 
     /// Waits until at least `n` requests arrived; panics after `timeout`.
@@ -327,30 +414,66 @@ impl ModelServer {
     }
 }
 
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.assert_all_scripted();
+        }
+    }
+}
+
 async fn models() -> impl IntoResponse {
     axum::Json(json!({"data": [], "models": []}))
 }
 
-async fn responses(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn responses(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let parent_thread = headers
+        .get("x-codex-parent-thread-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let reply = {
         let mut s = shared.script.lock().unwrap_or_else(|e| e.into_inner());
         let input = body["input"].to_string();
+        let sub_agent = parent_thread.is_some();
         let routed = s
             .routes
             .iter_mut()
-            .find(|(m, _)| input.contains(m.as_str()))
-            .and_then(|(_, q)| q.pop_front());
-        let reply = routed.or_else(|| s.default.pop_front());
+            .filter(|r| r.sub_agent == sub_agent && !r.queue.is_empty())
+            .find(|r| input.contains(r.marker.as_str()))
+            .and_then(|r| r.queue.pop_front());
+        let reply = match (routed, sub_agent) {
+            (Some(r), _) => Some(r),
+            (None, false) => s.default.pop_front(),
+            (None, true) => None,
+        };
+        let request = RecordedRequest {
+            body,
+            parent_thread,
+        };
         if reply.is_none() {
-            s.unscripted += 1;
+            let last = request.user_texts().pop().unwrap_or_default();
+            s.unscripted.push(last);
         }
-        s.requests.push(RecordedRequest { body });
+        s.requests.push(request);
         reply
     };
     shared.changed.notify_waiters();
     let n = RESPONSE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let reply = reply.unwrap_or_else(|| Reply::text("(the scripted model has no reply left)"));
+    let Some(reply) = reply else {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({"error": {
+                "message": "the scripted model has no reply for this request",
+                "type": "invalid_request_error", "code": "unscripted"
+            }})),
+        )
+            .into_response();
+    };
     match reply {
         Reply::Status { code, message } => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -433,4 +556,54 @@ fn sse_response(n: usize, reply: Reply) -> Response {
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream))
         .expect("valid response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// POSTs `body` to `/v1/responses`; returns the status line.
+    async fn post(server: &ModelServer, body: &str) -> String {
+        let addr = server
+            .url()
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1");
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "POST /v1/responses HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        tcp.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        tcp.read_to_string(&mut out).await.unwrap();
+        out.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn an_unscripted_request_is_refused_and_fails_the_test_on_drop() {
+        let server = ModelServer::start().await;
+        server.route("MARKED", [Reply::text("for the marked one")]);
+        let body =
+            r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"MARKED hi"}]}]}"#;
+        assert!(post(&server, body).await.contains("200"));
+        let stray =
+            r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"stray"}]}]}"#;
+        assert!(post(&server, stray).await.contains("400"));
+        assert_eq!(server.unscripted(), 1);
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(server)));
+        let message = *dropped
+            .expect_err("dropping fails the test")
+            .downcast::<String>()
+            .unwrap();
+        assert!(message.contains("\"stray\""), "{message}");
+    }
+
+    #[tokio::test]
+    async fn allow_unscripted_keeps_refusing_without_failing() {
+        let server = ModelServer::start().await;
+        server.allow_unscripted();
+        assert!(post(&server, r#"{"input":[]}"#).await.contains("400"));
+        drop(server);
+    }
 }

@@ -2,7 +2,7 @@
 //! Codex. Approvals go to the broker and never block this loop.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use codex_relay_codex::{AppServer, IncomingRequest, PeerEvent, Subscription};
@@ -13,11 +13,14 @@ use codex_relay_protocol::v2::{
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{SayInput, SayOutcome, SessionShared};
+use super::agent_sync::{AgentResumed, Seen};
+use super::{Logged, SayInput, SayOutcome, SessionShared};
+use crate::broker::Broker;
+use crate::capabilities::{ServerSource, Slots};
 use crate::error::RelayError;
 use crate::event::{Ev, Role};
 use crate::mapper;
-use crate::relay::{RelayInner, ToolHandler};
+use crate::tool::ToolHandler;
 
 pub(crate) enum Command {
     Say {
@@ -35,7 +38,12 @@ pub(crate) enum Command {
 
 pub(crate) struct Actor {
     pub shared: Arc<SessionShared>,
-    pub relay: Weak<RelayInner>,
+    /// Where this session's requests go.
+    pub broker: Broker,
+    /// The app-server, (re)started on demand.
+    pub servers: ServerSource,
+    /// This session's `MAX_SESSIONS` slot is freed when the actor ends.
+    pub slots: Slots,
     pub cmds: mpsc::Receiver<Command>,
     pub server: Option<Arc<AppServer>>,
     pub sub: Option<Subscription>,
@@ -43,6 +51,10 @@ pub(crate) struct Actor {
     /// File changes announced by `item/started` in the running turn, by item id, so a
     /// file-change approval can show its diff.
     pub file_changes: HashMap<String, Vec<FileUpdateChange>>,
+    /// Answers of the `thread/resume` calls that subscribe to sub-agents' threads.
+    pub agent_tx: mpsc::Sender<AgentResumed>,
+    pub agent_rx: mpsc::Receiver<AgentResumed>,
+    pub agent_seen: Seen,
 }
 
 enum Flow {
@@ -63,11 +75,10 @@ impl Actor {
                     None => break,
                 },
                 event = next(&mut self.sub), if self.sub.is_some() => self.on_event(event),
+                Some(resumed) = self.agent_rx.recv() => self.on_agent_resumed(resumed),
             }
         }
-        if let Some(relay) = self.relay.upgrade() {
-            relay.session_ended(&self.shared.id);
-        }
+        self.slots.release(&self.shared.id);
     }
 
     async fn handle(&mut self, cmd: Command) -> Flow {
@@ -81,22 +92,21 @@ impl Actor {
                 Flow::Continue
             }
             Command::Close { force, reply } => {
+                // Closing a session closes its sub-agents: their turns are interrupted and
+                // their requests resolved with the session's.
                 if !force {
                     let _ = tokio::time::timeout(Duration::from_secs(3), self.interrupt()).await;
-                } else if let (Some(server), Some(turn)) =
-                    (&self.server, self.shared.current_turn())
-                {
-                    let server = server.clone();
-                    let id = self.shared.id.clone();
-                    tokio::spawn(async move { server.turn_interrupt(&id, &turn).await });
+                } else if let Some(server) = &self.server {
+                    for (thread, turn) in self.running_turns() {
+                        let server = server.clone();
+                        tokio::spawn(async move { server.turn_interrupt(&thread, &turn).await });
+                    }
                 }
-                if let Some(relay) = self.relay.upgrade() {
-                    relay.broker.fail_session(
-                        &self.shared.id,
-                        "session-closed",
-                        "the session was closed",
-                    );
-                }
+                self.broker.fail_session(
+                    &self.shared.id,
+                    "session-closed",
+                    "the session was closed",
+                );
                 self.shared.close();
                 self.sub = None;
                 let _ = reply.send(Ok(()));
@@ -113,12 +123,12 @@ impl Actor {
         {
             return Ok(server.clone());
         }
-        let relay = self
-            .relay
-            .upgrade()
-            .ok_or_else(|| RelayError::Closed(self.shared.id.clone()))?;
-        let server = relay.server().await?;
+        let server = self.servers.get().await?;
         let sub = server.subscribe_thread(&self.shared.id);
+        // Sub-agents known from before (the store) keep reaching this session.
+        for thread in self.shared.agent_threads() {
+            sub.follow(&thread);
+        }
         let meta = self.shared.meta();
         let opts = meta.get("options").cloned().unwrap_or(Value::Null);
         let s = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -182,12 +192,40 @@ impl Actor {
         Ok(SayOutcome::Started { turn_id: turn.id })
     }
 
+    /// The running turns of the session's thread and of its sub-agents: `(thread, turn)`.
+    fn running_turns(&self) -> Vec<(String, String)> {
+        let own = self
+            .shared
+            .current_turn()
+            .map(|turn| (self.shared.id.clone(), turn));
+        own.into_iter()
+            .chain(
+                self.shared
+                    .running_agents()
+                    .into_iter()
+                    .map(|(a, turn)| (a.agent.thread, turn)),
+            )
+            .collect()
+    }
+
+    /// Interrupts the running turn and every running sub-agent turn, all at once.
     async fn interrupt(&mut self) -> Result<bool, RelayError> {
-        let (Some(server), Some(turn)) = (&self.server, self.shared.current_turn()) else {
+        let Some(server) = &self.server else {
             return Ok(false);
         };
-        server.turn_interrupt(&self.shared.id, &turn).await?;
-        Ok(true)
+        let turns = self.running_turns();
+        if turns.is_empty() {
+            return Ok(false);
+        }
+        let calls = turns
+            .iter()
+            .map(|(thread, turn)| server.turn_interrupt(thread, turn));
+        let results = futures::future::join_all(calls).await;
+        // The session's own turn decides the answer; a sub-agent that ended meanwhile is fine.
+        match results.into_iter().next() {
+            Some(Err(e)) if self.shared.current_turn().is_some() => Err(e.into()),
+            _ => Ok(true),
+        }
     }
 
     /// Handles one event and whatever else is already queued (up to a bound), so a burst of
@@ -202,22 +240,21 @@ impl Actor {
         while let Some(event) = next.take() {
             match event {
                 Some(PeerEvent::Notification(n)) => {
-                    match &n.notification {
-                        ServerNotification::ItemStarted(i) => {
-                            if let ThreadItem::FileChange(f) = &i.item {
-                                self.file_changes.insert(f.id.clone(), f.changes.clone());
-                            }
-                        }
-                        ServerNotification::TurnCompleted(_) => self.file_changes.clear(),
-                        _ => {}
+                    if let ServerNotification::TurnCompleted(t) = &n.notification {
+                        // A turn that ends (interrupted, failed) with a request still open:
+                        // the request is resolved first, then the turn's end is logged.
+                        self.shared.push_raw_all(std::mem::take(&mut raws));
+                        self.shared.append_all(std::mem::take(&mut events));
+                        self.broker.fail_turn(
+                            &self.shared.id,
+                            &t.turn.id,
+                            "turn-ended",
+                            "the turn ended before anyone answered",
+                        );
                     }
-                    raws.push(n.raw);
-                    let mapped = mapper::map(&n.notification);
-                    events.extend(mapped.events);
-                    if let Some(d) = mapped.delta {
-                        self.shared.push_delta(d);
-                    }
+                    self.on_notification(&n.notification, &mut events);
                     persist |= matches!(n.notification, ServerNotification::TurnCompleted(_));
+                    raws.push(n.raw);
                 }
                 Some(PeerEvent::Request(req)) => {
                     // Everything before the request is logged before it.
@@ -243,10 +280,69 @@ impl Actor {
         self.flush(raws, events, persist);
     }
 
-    fn flush(
+    /// Maps one notification of the session's thread or of one of its sub-agents into
+    /// `events` (sub-agents' events carry their origin); deltas go out at once.
+    pub(super) fn on_notification(&mut self, n: &ServerNotification, events: &mut Vec<Logged>) {
+        let child = n
+            .thread_id()
+            .filter(|t| *t != self.shared.id)
+            .map(str::to_owned);
+        match n {
+            ServerNotification::ItemStarted(i) | ServerNotification::ItemCompleted(i) => {
+                match &i.item {
+                    ThreadItem::FileChange(f) => {
+                        if matches!(n, ServerNotification::ItemStarted(_)) {
+                            self.file_changes.insert(f.id.clone(), f.changes.clone());
+                        } else {
+                            self.file_changes.remove(&f.id);
+                        }
+                    }
+                    ThreadItem::CollabAgentToolCall(c) => {
+                        for thread in self.shared.on_collab_call(c) {
+                            self.subscribe_agent(thread);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            ServerNotification::ThreadStarted(t)
+                if child.is_some() && self.shared.adopt(&t.thread) =>
+            {
+                self.subscribe_agent(t.thread.id.clone());
+            }
+            _ => {}
+        }
+        let origin = match &child {
+            Some(thread) => {
+                // A sub-agent's event may be seen twice (live and in what `thread/resume`
+                // returned when the session subscribed to it): logged once.
+                if !self.agent_seen.first_time(thread, n) {
+                    return;
+                }
+                Some(Arc::new(self.shared.origin(thread)))
+            }
+            None => None,
+        };
+        let mapped = mapper::map(n);
+        events.extend(mapped.events.into_iter().map(|(role, turn, ev)| Logged {
+            role,
+            turn,
+            ev,
+            origin: origin.clone(),
+        }));
+        if let Some(mut d) = mapped.delta {
+            if let Some(o) = &origin {
+                d.invoke = o.invoke.clone();
+                d.agent = Some(o.agent.thread.clone());
+            }
+            self.shared.push_delta(d);
+        }
+    }
+
+    pub(super) fn flush(
         &self,
         raws: Vec<std::sync::Arc<String>>,
-        events: Vec<(Role, Option<String>, Ev)>,
+        events: Vec<Logged>,
         persist: bool,
     ) {
         self.shared.push_raw_all(raws);
@@ -272,17 +368,22 @@ impl Actor {
             });
             return;
         }
-        match (self.relay.upgrade(), &self.server) {
-            (Some(relay), Some(server)) => {
+        match &self.server {
+            Some(server) => {
                 let changes = match req.request() {
                     ServerRequest::FileChangeApproval(p) => {
                         self.file_changes.get(&p.item_id).map(Vec::as_slice)
                     }
                     _ => None,
                 };
-                relay.broker.open(&self.shared, server, req, changes);
+                let origin = req
+                    .request()
+                    .thread_id()
+                    .filter(|t| *t != self.shared.id)
+                    .map(|t| self.shared.origin(t));
+                self.broker.open(&self.shared, server, req, changes, origin);
             }
-            _ => drop(req), // answered fail-closed by its responder
+            None => drop(req), // answered fail-closed by its responder
         }
     }
 
@@ -291,11 +392,8 @@ impl Actor {
         self.sub = None;
         self.server = None;
         let message = format!("Codex exited: {why}");
-        if let Some(relay) = self.relay.upgrade() {
-            relay
-                .broker
-                .fail_session(&self.shared.id, "codex-exit", &message);
-        }
+        self.broker
+            .fail_session(&self.shared.id, "codex-exit", &message);
         self.shared.append(
             Role::System,
             self.shared.current_turn(),

@@ -2,6 +2,8 @@
 //! cheap handle fronts use; [`SessionShared`] holds the log and the status they read.
 
 mod actor;
+mod agent_sync;
+mod agents;
 mod shared;
 
 use std::sync::Arc;
@@ -13,8 +15,10 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use actor::{Actor, Command};
+pub use agents::AgentInfo;
+pub(crate) use shared::Logged;
 pub(crate) use shared::RAW_CHUNK;
-pub use shared::{SessionShared, SessionSnapshot, SessionStatus};
+pub use shared::{Origin, SessionShared, SessionSnapshot, SessionStatus};
 
 use crate::error::RelayError;
 

@@ -1,16 +1,17 @@
 //! A session's shared state: its event log (contiguous seq, bounded memory, written through to
 //! the store), its derived status, and the channels fronts wait on.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
+use super::agents::{AgentInfo, Agents};
 use crate::answer::PendingKind;
 use crate::broker::PendingView;
-use crate::event::{Delta, Envelope, Ev, Role, TurnEndStatus, Usage};
+use crate::event::{AgentRef, Delta, Envelope, Ev, Role, TurnEndStatus, Usage};
 use crate::ids::now_ms;
 use crate::store::{SessionRecord, Store, StoredEvent};
 
@@ -76,8 +77,26 @@ pub struct SessionSnapshot {
     pub last_error: Option<String>,
     pub usage: Option<Usage>,
     pub pending: Vec<PendingView>,
+    /// Sub-agents this session's thread spawned (at any depth), with their running turn.
+    pub agents: Vec<AgentInfo>,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// Where an event of a sub-agent comes from; absent for the session's own thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Origin {
+    pub invoke: Option<String>,
+    pub agent: AgentRef,
+}
+
+/// One event to log, with its role, turn and origin.
+#[derive(Debug, Clone)]
+pub(crate) struct Logged {
+    pub role: Role,
+    pub turn: Option<String>,
+    pub ev: Ev,
+    pub origin: Option<Arc<Origin>>,
 }
 
 pub(crate) struct State {
@@ -87,7 +106,9 @@ pub(crate) struct State {
     pub turn: Option<String>,
     pub turn_count: u64,
     pub last_outcome: Option<TurnEndStatus>,
-    pub pending: BTreeMap<String, PendingView>,
+    /// Open requests in the order they were opened (the oldest first, also when two open in
+    /// the same millisecond).
+    pub pending: Vec<PendingView>,
     pub usage: Option<Usage>,
     pub last_message: Option<String>,
     pub result: Option<Value>,
@@ -101,6 +122,7 @@ pub(crate) struct State {
     /// Engine data kept in the store's `meta` column (create options, ...).
     pub meta: Value,
     pub raw: VecDeque<Arc<String>>,
+    pub agents: Agents,
 }
 
 pub struct SessionShared {
@@ -110,6 +132,8 @@ pub struct SessionShared {
     deltas: broadcast::Sender<Delta>,
     store: Store,
     buffer: usize,
+    /// The relay-wide feed every appended event also goes to (set when the session is spawned).
+    feed: OnceLock<Arc<crate::feed::Feed>>,
 }
 
 const RAW_IN_MEMORY: usize = 256;
@@ -127,19 +151,29 @@ impl SessionShared {
             deltas,
             store,
             buffer: buffer.max(16),
+            feed: OnceLock::new(),
         })
+    }
+
+    pub(crate) fn attach_feed(&self, feed: Arc<crate::feed::Feed>) {
+        let _ = self.feed.set(feed);
     }
 
     pub(crate) fn fresh_state(cwd: Option<String>, model: Option<String>, meta: Value) -> State {
         let now = now_ms();
+        let known: Vec<AgentInfo> = meta
+            .get("agents")
+            .and_then(|a| serde_json::from_value(a.clone()).ok())
+            .unwrap_or_default();
         State {
+            agents: Agents::new(known),
             events: VecDeque::new(),
             last_seq: 0,
             status: SessionStatus::Idle,
             turn: None,
             turn_count: 0,
             last_outcome: None,
-            pending: BTreeMap::new(),
+            pending: Vec::new(),
             usage: None,
             last_message: None,
             result: None,
@@ -185,11 +219,12 @@ impl SessionShared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends one event (and a status event if the status changed because of it).
+    /// Appends one event of the session's own thread (and a status event if the status
+    /// changed because of it).
     pub fn append(&self, role: Role, turn: Option<String>, ev: Ev) -> u64 {
         let mut s = self.lock();
-        self.apply(&mut s, turn.as_deref(), &ev);
-        let seq = self.push(&mut s, role, turn, ev);
+        self.apply(&mut s, turn.as_deref(), &ev, None);
+        let seq = self.push(&mut s, role, turn, ev, None);
         self.refresh_status(&mut s);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
@@ -197,21 +232,29 @@ impl SessionShared {
     }
 
     /// Appends several events under one lock.
-    pub fn append_all(&self, events: Vec<(Role, Option<String>, Ev)>) {
+    pub(crate) fn append_all(&self, events: Vec<Logged>) {
         if events.is_empty() {
             return;
         }
         let mut s = self.lock();
-        for (role, turn, ev) in events {
-            self.apply(&mut s, turn.as_deref(), &ev);
-            self.push(&mut s, role, turn, ev);
+        for e in events {
+            let origin = e.origin.as_deref();
+            self.apply(&mut s, e.turn.as_deref(), &e.ev, origin);
+            self.push(&mut s, e.role, e.turn, e.ev, origin);
             self.refresh_status(&mut s);
         }
         drop(s);
         self.changed.send_modify(|v| *v += 1);
     }
 
-    fn push(&self, s: &mut State, role: Role, turn: Option<String>, ev: Ev) -> u64 {
+    fn push(
+        &self,
+        s: &mut State,
+        role: Role,
+        turn: Option<String>,
+        ev: Ev,
+        origin: Option<&Origin>,
+    ) -> u64 {
         s.last_seq += 1;
         s.updated_at = now_ms();
         let env = Envelope {
@@ -220,7 +263,8 @@ impl SessionShared {
             time: s.updated_at,
             role,
             turn,
-            invoke: None,
+            invoke: origin.and_then(|o| o.invoke.clone()),
+            agent: origin.map(|o| o.agent.clone()),
             ev,
         };
         let json = serde_json::to_string(&env).unwrap_or_default();
@@ -230,15 +274,28 @@ impl SessionShared {
             time: env.time,
             json,
         });
-        s.events.push_back(Arc::new(env));
+        let env = Arc::new(env);
+        if let Some(feed) = self.feed.get() {
+            feed.logged(&self.id, &env);
+        }
+        s.events.push_back(env);
         while s.events.len() > self.buffer {
             s.events.pop_front();
         }
         s.last_seq
     }
 
-    /// Keeps the derived fields in step with what an event says.
-    fn apply(&self, s: &mut State, turn: Option<&str>, ev: &Ev) {
+    /// Keeps the derived fields in step with what an event says. A sub-agent's events only
+    /// move its own turn: the session's result, usage and errors are its own thread's.
+    fn apply(&self, s: &mut State, turn: Option<&str>, ev: &Ev, origin: Option<&Origin>) {
+        if let Some(o) = origin {
+            match ev {
+                Ev::TurnStart {} => s.agents.set_turn(&o.agent.thread, turn.map(str::to_owned)),
+                Ev::TurnEnd { .. } => s.agents.set_turn(&o.agent.thread, None),
+                _ => {}
+            }
+            return;
+        }
         match ev {
             Ev::TurnStart {} => {
                 if let Some(t) = turn
@@ -295,8 +352,9 @@ impl SessionShared {
         if s.closed {
             return SessionStatus::Closed;
         }
-        if s.turn.is_some() {
-            if s.pending.values().any(|p| p.kind.is_approval()) {
+        // The session or any of its sub-agents waits for an answer, or runs a turn.
+        if s.turn.is_some() || s.agents.is_running() || !s.pending.is_empty() {
+            if s.pending.iter().any(|p| p.kind.is_approval()) {
                 return SessionStatus::AwaitingApproval;
             }
             if !s.pending.is_empty() {
@@ -324,6 +382,7 @@ impl SessionShared {
                 Ev::Status {
                     status: next.as_str().into(),
                 },
+                None,
             );
             self.store.upsert_session(self.record(s));
         }
@@ -338,6 +397,13 @@ impl SessionShared {
                 "usage".into(),
                 serde_json::to_value(&s.usage).unwrap_or(Value::Null),
             );
+            let agents = s.agents.all();
+            if !agents.is_empty() {
+                m.insert(
+                    "agents".into(),
+                    serde_json::to_value(agents).unwrap_or(Value::Null),
+                );
+            }
         }
         SessionRecord {
             id: self.id.clone(),
@@ -374,27 +440,50 @@ impl SessionShared {
         self.changed.send_modify(|v| *v += 1);
     }
 
-    /// Ends a running turn that Codex will not end itself (Codex died).
+    /// Ends the running turns (the session's and its sub-agents') that Codex will not end
+    /// itself (Codex died).
     pub(crate) fn abandon_turn(&self, why: &str) {
-        let turn = self.lock().turn.clone();
+        let (turn, agents) = {
+            let s = self.lock();
+            (s.turn.clone(), s.agents.running())
+        };
+        let end = || Ev::TurnEnd {
+            status: TurnEndStatus::Failed,
+            error: Some(why.into()),
+        };
+        let mut events: Vec<Logged> = agents
+            .into_iter()
+            .map(|(agent, turn)| Logged {
+                role: Role::System,
+                turn: Some(turn),
+                ev: end(),
+                origin: Some(Arc::new(self.origin(&agent.agent.thread))),
+            })
+            .collect();
         if let Some(turn) = turn {
-            self.append(
-                Role::System,
-                Some(turn),
-                Ev::TurnEnd {
-                    status: TurnEndStatus::Failed,
-                    error: Some(why.into()),
-                },
-            );
+            events.push(Logged {
+                role: Role::System,
+                turn: Some(turn),
+                ev: end(),
+                origin: None,
+            });
         }
+        self.append_all(events);
     }
 
     pub(crate) fn add_pending(&self, view: PendingView) {
         let turn = view.turn.clone();
+        let origin = view.origin();
         let request = serde_json::to_value(&view).unwrap_or(Value::Null);
         let mut s = self.lock();
-        s.pending.insert(view.id.clone(), view);
-        self.push(&mut s, Role::System, turn, Ev::RequestOpened { request });
+        s.pending.push(view);
+        self.push(
+            &mut s,
+            Role::System,
+            turn,
+            Ev::RequestOpened { request },
+            origin.as_ref(),
+        );
         self.refresh_status(&mut s);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
@@ -402,17 +491,87 @@ impl SessionShared {
 
     pub(crate) fn remove_pending(&self, id: &str, resolved: Ev) {
         let mut s = self.lock();
-        let turn = s.pending.remove(id).and_then(|p| p.turn);
-        self.push(&mut s, Role::System, turn, resolved);
+        let (turn, origin) = match s.pending.iter().position(|p| p.id == id) {
+            Some(i) => {
+                let p = s.pending.remove(i);
+                (p.turn.clone(), p.origin())
+            }
+            None => (None, None),
+        };
+        self.push(&mut s, Role::System, turn, resolved, origin.as_ref());
         self.refresh_status(&mut s);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// What Codex says of a thread: if one of this session's threads spawned it, it is a
+    /// sub-agent of the session. New ones are written to the session row at once, so a
+    /// restarted relay still knows them. Returns true for a new one.
+    pub(crate) fn adopt(&self, thread: &codex_relay_protocol::v2::Thread) -> bool {
+        let mut s = self.lock();
+        let adopted = s.agents.on_thread(&self.id, thread);
+        if s.agents.get(&thread.id).is_some() {
+            self.store.upsert_session(self.record(&s));
+        }
+        adopted
+    }
+
+    /// A collab tool call seen in one of the session's threads; returns the sub-agent threads
+    /// it made known (a spawn naming its new thread).
+    pub(crate) fn on_collab_call(
+        &self,
+        call: &codex_relay_protocol::v2::CollabAgentToolCallItem,
+    ) -> Vec<String> {
+        let mut s = self.lock();
+        let adopted = s.agents.on_collab_call(&self.id, call);
+        if !adopted.is_empty() {
+            self.store.upsert_session(self.record(&s));
+        }
+        adopted
+    }
+
+    /// The origin of an event of `thread`: the sub-agent (and the call that spawned it).
+    pub(crate) fn origin(&self, thread: &str) -> Origin {
+        let s = self.lock();
+        match s.agents.get(thread) {
+            Some(a) => Origin {
+                invoke: a.invoke.clone(),
+                agent: a.agent.clone(),
+            },
+            // Routed here, so spawned by one of ours, but its start was not seen.
+            None => Origin {
+                invoke: None,
+                agent: AgentRef {
+                    thread: thread.to_owned(),
+                    parent: self.id.clone(),
+                    depth: 1,
+                    nickname: None,
+                    role: None,
+                },
+            },
+        }
+    }
+
+    /// Sub-agents running a turn now, with that turn.
+    pub(crate) fn running_agents(&self) -> Vec<(AgentInfo, String)> {
+        self.lock().agents.running()
+    }
+
+    /// Every sub-agent thread of this session.
+    pub(crate) fn agent_threads(&self) -> Vec<String> {
+        self.lock()
+            .agents
+            .all()
+            .into_iter()
+            .map(|a| a.agent.thread)
+            .collect()
     }
 
     pub(crate) fn close(&self) {
         let mut s = self.lock();
         s.closed = true;
         s.turn = None;
+        s.agents.stop_all();
         self.refresh_status(&mut s);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
@@ -475,19 +634,20 @@ impl SessionShared {
             result: s.result.clone(),
             last_error: s.last_error.clone(),
             usage: s.usage.clone(),
-            pending: s.pending.values().cloned().collect(),
+            pending: s.pending.clone(),
+            agents: s.agents.all(),
             created_at: s.created_at,
             updated_at: s.updated_at,
         }
     }
 
     pub fn pending_kinds(&self) -> Vec<PendingKind> {
-        self.lock().pending.values().map(|p| p.kind).collect()
+        self.lock().pending.iter().map(|p| p.kind).collect()
     }
 
     /// Events with `seq > after` held in memory, or `None` when older ones were evicted and the
     /// store must be asked.
-    pub(crate) fn events_in_memory(&self, after: u64, limit: usize) -> Option<Vec<Arc<Envelope>>> {
+    pub fn events_in_memory(&self, after: u64, limit: usize) -> Option<Vec<Arc<Envelope>>> {
         let s = self.lock();
         let first = s.events.front().map(|e| e.seq).unwrap_or(s.last_seq + 1);
         if after + 1 < first && after < s.last_seq {

@@ -5,6 +5,7 @@ mod open;
 mod postgres;
 mod records;
 mod sqlite;
+mod stats;
 mod writer;
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use error::StoreError;
 pub use records::*;
+pub use stats::StoreStats;
 
 use writer::{Item, Op};
 
@@ -82,6 +84,7 @@ struct Inner {
     ops: mpsc::UnboundedSender<Op>,
     /// Set once a write was dropped because the store is closed (logged once).
     dropped_logged: AtomicBool,
+    stats: Arc<StoreStats>,
 }
 
 impl std::fmt::Debug for Store {
@@ -104,12 +107,14 @@ impl Store {
     pub async fn open_with(target: &str, options: StoreOptions) -> Result<Store, StoreError> {
         let pool = open::open(target).await?;
         let (ops, rx) = mpsc::unbounded_channel();
-        tokio::spawn(writer::run(pool.clone(), rx, options));
+        let stats = Arc::new(StoreStats::default());
+        tokio::spawn(writer::run(pool.clone(), rx, options, stats.clone()));
         Ok(Store {
             inner: Arc::new(Inner {
                 pool,
                 ops,
                 dropped_logged: AtomicBool::new(false),
+                stats,
             }),
         })
     }
@@ -122,7 +127,15 @@ impl Store {
         }
     }
 
+    /// The writer's counters (queue depth, commit latency).
+    pub fn stats(&self) -> &StoreStats {
+        &self.inner.stats
+    }
+
     fn enqueue(&self, op: Op) {
+        if matches!(op, Op::Write(_)) {
+            self.inner.stats.enqueued();
+        }
         if self.inner.ops.send(op).is_err()
             && !self.inner.dropped_logged.swap(true, Ordering::Relaxed)
         {

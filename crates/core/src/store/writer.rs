@@ -251,7 +251,12 @@ fn record_failure(unreported: &mut Option<StoreError>, lost_now: usize, error: s
 }
 
 /// The writer task: runs until every `Store` clone is dropped or `close()` is called.
-pub(crate) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Op>, options: StoreOptions) {
+pub(crate) async fn run(
+    pool: Pool,
+    mut rx: mpsc::UnboundedReceiver<Op>,
+    options: StoreOptions,
+    stats: std::sync::Arc<super::StoreStats>,
+) {
     let cap = options.max_batch.max(1);
     let keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
     let mut unreported: Option<StoreError> = None;
@@ -291,6 +296,7 @@ pub(crate) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Op>, options
             if let Err((lost, error)) = commit_batch(&pool, &items, keep).await {
                 record_failure(&mut unreported, lost, error);
             }
+            stats.committed(items.len(), started.elapsed());
             tracing::trace!(writes = items.len(), elapsed = ?started.elapsed(), "store batch committed");
             items.clear();
         }

@@ -36,12 +36,7 @@ pub async fn store_target(backend: Backend, home: &CodexHome) -> Option<String> 
     match backend {
         Backend::Sqlite => Some(home.root().join("relay.db").display().to_string()),
         Backend::Postgres => {
-            let Ok(base) = std::env::var("CODEX_RELAY_TEST_POSTGRES") else {
-                eprintln!(
-                    "skipped: CODEX_RELAY_TEST_POSTGRES is not set (scripts/test sets it after starting Postgres)"
-                );
-                return None;
-            };
+            let base = codex_relay_testkit::postgres::url("this engine scenario on Postgres")?;
             let schema = format!(
                 "engine_{}",
                 std::process::id() as u64 * 1_000_000 + rand_suffix()
@@ -162,6 +157,35 @@ pub async fn until(
             .await
             .unwrap();
     }
+}
+
+/// Opens a relay on `config` and runs `work` with it on a runtime of its own, which is then
+/// dropped: every task stops where it is and nothing is resolved or recorded on the way out —
+/// what a crash leaves behind (its Codex goes too, as Codex exits when its parent's pipes
+/// close). Returns what `work` returned.
+pub async fn crash_after<T, F, Fut>(config: RelayConfig, work: F) -> T
+where
+    F: FnOnce(Relay) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T>,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let out = rt.block_on(async move {
+            let relay = Relay::open(config)
+                .await
+                .expect("the relay that will crash");
+            work(relay).await
+        });
+        drop(rt);
+        out
+    })
+    .await
+    .unwrap()
 }
 
 /// Asserts the seqs are 1..=n without gaps.

@@ -107,6 +107,28 @@ pub struct McpToolCallItem {
     pub error: Option<Value>,
 }
 
+/// A call of one of the sub-agent tools (`spawnAgent`, `sendInput`, `wait`, `closeAgent`, ...)
+/// made by the model of `sender_thread_id`; for a spawn, `receiver_thread_ids` names the new
+/// agent's thread once it exists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CollabAgentToolCallItem {
+    pub id: String,
+    pub tool: String,
+    pub status: ItemStatus,
+    #[serde(default)]
+    pub sender_thread_id: String,
+    #[serde(default)]
+    pub receiver_thread_ids: Vec<String>,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Last known state of each target agent, by thread id: `{status, message?}`.
+    #[serde(default)]
+    pub agents_states: Value,
+}
+
 /// One item of a turn. Kinds this crate does not model, and known kinds whose shape it cannot
 /// read, are kept whole in [`ThreadItem::Other`].
 #[derive(Debug, Clone, PartialEq)]
@@ -118,6 +140,7 @@ pub enum ThreadItem {
     FileChange(FileChangeItem),
     DynamicToolCall(DynamicToolCallItem),
     McpToolCall(McpToolCallItem),
+    CollabAgentToolCall(CollabAgentToolCallItem),
     Other(Value),
 }
 
@@ -132,6 +155,7 @@ impl ThreadItem {
             ThreadItem::FileChange(_) => "fileChange",
             ThreadItem::DynamicToolCall(_) => "dynamicToolCall",
             ThreadItem::McpToolCall(_) => "mcpToolCall",
+            ThreadItem::CollabAgentToolCall(_) => "collabAgentToolCall",
             ThreadItem::Other(v) => v.get("type").and_then(Value::as_str).unwrap_or("unknown"),
         }
     }
@@ -145,6 +169,7 @@ impl ThreadItem {
             ThreadItem::FileChange(i) => Some(&i.id),
             ThreadItem::DynamicToolCall(i) => Some(&i.id),
             ThreadItem::McpToolCall(i) => Some(&i.id),
+            ThreadItem::CollabAgentToolCall(i) => Some(&i.id),
             ThreadItem::Other(v) => v.get("id").and_then(Value::as_str),
         }
     }
@@ -175,6 +200,7 @@ impl ThreadItem {
             "fileChange" => typed(text).map(ThreadItem::FileChange),
             "dynamicToolCall" => typed(text).map(ThreadItem::DynamicToolCall),
             "mcpToolCall" => typed(text).map(ThreadItem::McpToolCall),
+            "collabAgentToolCall" => typed(text).map(ThreadItem::CollabAgentToolCall),
             _ => None,
         };
         parsed
@@ -195,6 +221,7 @@ impl ThreadItem {
             "fileChange" => typed(&value).map(ThreadItem::FileChange),
             "dynamicToolCall" => typed(&value).map(ThreadItem::DynamicToolCall),
             "mcpToolCall" => typed(&value).map(ThreadItem::McpToolCall),
+            "collabAgentToolCall" => typed(&value).map(ThreadItem::CollabAgentToolCall),
             _ => None,
         };
         parsed.unwrap_or(ThreadItem::Other(value))
@@ -216,6 +243,7 @@ impl ThreadItem {
             ThreadItem::FileChange(i) => tagged(self.kind(), i),
             ThreadItem::DynamicToolCall(i) => tagged(self.kind(), i),
             ThreadItem::McpToolCall(i) => tagged(self.kind(), i),
+            ThreadItem::CollabAgentToolCall(i) => tagged(self.kind(), i),
             ThreadItem::Other(v) => v.clone(),
         }
     }

@@ -139,8 +139,55 @@ pub struct Thread {
     /// Present from 0.169: `{type: notLoaded|idle|systemError|active, activeFlags?}`.
     #[serde(default)]
     pub status: Option<Value>,
+    /// The thread that spawned this one, for a sub-agent (0.169).
+    #[serde(default)]
+    pub parent_thread_id: Option<String>,
+    #[serde(default)]
+    pub agent_nickname: Option<String>,
+    #[serde(default)]
+    pub agent_role: Option<String>,
     #[serde(default)]
     pub turns: Vec<Turn>,
+}
+
+/// How a sub-agent thread was spawned: its thread's `source` is
+/// `{subAgent: {thread_spawn: {...}}}` (0.169).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubAgentSpawn {
+    pub parent_thread_id: String,
+    #[serde(default)]
+    pub depth: i64,
+    #[serde(default)]
+    pub agent_nickname: Option<String>,
+    #[serde(default)]
+    pub agent_role: Option<String>,
+    #[serde(default)]
+    pub agent_path: Option<String>,
+}
+
+impl Thread {
+    /// The spawn record when this thread is a sub-agent another thread spawned: from its
+    /// `source`, else from the top-level `parentThreadId` and agent fields.
+    pub fn spawned_by(&self) -> Option<SubAgentSpawn> {
+        let from_source = self
+            .source
+            .as_ref()
+            .and_then(|s| s.get("subAgent")?.get("thread_spawn"))
+            .and_then(|spawn| SubAgentSpawn::deserialize(spawn).ok());
+        let mut spawn = match from_source {
+            Some(s) => s,
+            None => SubAgentSpawn {
+                parent_thread_id: self.parent_thread_id.clone()?,
+                depth: 1,
+                agent_nickname: None,
+                agent_role: None,
+                agent_path: None,
+            },
+        };
+        spawn.agent_nickname = spawn.agent_nickname.or(self.agent_nickname.clone());
+        spawn.agent_role = spawn.agent_role.or(self.agent_role.clone());
+        Some(spawn)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,32 @@
+//! Answering a pending request known only by its id (the reference-001 HTTP contract names no
+//! session): the broker finds its session; a request that is gone says whether it was resolved.
+
+use crate::broker::{PendingView, Resolution};
+use crate::error::RelayError;
+use crate::relay::Relay;
+
+impl Relay {
+    /// The open request with this id, in any session.
+    pub fn pending_by_id(&self, request_id: &str) -> Option<PendingView> {
+        self.inner
+            .broker
+            .pending(None)
+            .into_iter()
+            .find(|p| p.id == request_id)
+    }
+
+    /// Answers a pending request of any session; the first answer wins. A request that is no
+    /// longer open gives `AlreadyResolved` (with who resolved it) or `UnknownRequest`.
+    pub async fn respond_by_id(
+        &self,
+        request_id: &str,
+        answers: &[String],
+        by: &str,
+    ) -> Result<Resolution, RelayError> {
+        match self.pending_by_id(request_id) {
+            Some(p) => self.respond(&p.session_id, request_id, answers, by).await,
+            // Not open: the broker tells a resolved request from an unknown one.
+            None => self.inner.broker.answer("", request_id, answers, by).await,
+        }
+    }
+}
