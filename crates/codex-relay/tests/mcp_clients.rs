@@ -7,12 +7,16 @@
 //! Python SDK negotiates 2026-07-28 by default (no server-to-client requests: the same forms
 //! come back as `InputRequiredResult` rounds of `codex_status`), and 2025-11-25 with pushed
 //! forms when pinned to the `initialize` handshake.
+//!
+//! The oldest supported Codex (0.98: no `turn/steer`, and `on-failure` still exists) runs the
+//! same scenario with the Node SDK over stdio and the Python SDK over HTTP, with `on-failure`
+//! for the session that is interrupted.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use codex_relay_testkit::{NEWEST, Reply};
+use codex_relay_testkit::{NEWEST, OLDEST, Reply};
 use common::{Bed, Driver, HttpRelay, Sdk, Transport};
 use serde_json::{Value, json};
 
@@ -20,27 +24,37 @@ const TURN: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_sdk_over_stdio() {
-    scenario(Sdk::Node, Transport::Stdio).await
+    scenario(NEWEST, Sdk::Node, Transport::Stdio).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_sdk_over_http() {
-    scenario(Sdk::Node, Transport::Http).await
+    scenario(NEWEST, Sdk::Node, Transport::Http).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_over_stdio() {
-    scenario(Sdk::Python, Transport::Stdio).await
+    scenario(NEWEST, Sdk::Python, Transport::Stdio).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_over_http() {
-    scenario(Sdk::Python, Transport::Http).await
+    scenario(NEWEST, Sdk::Python, Transport::Http).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_with_the_initialize_handshake_over_stdio() {
-    scenario(Sdk::PythonLegacy, Transport::Stdio).await
+    scenario(NEWEST, Sdk::PythonLegacy, Transport::Stdio).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_sdk_over_stdio_on_codex_0_98() {
+    scenario(OLDEST, Sdk::Node, Transport::Stdio).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_http_on_codex_0_98() {
+    scenario(OLDEST, Sdk::Python, Transport::Http).await
 }
 
 fn id(v: &Value) -> String {
@@ -55,8 +69,8 @@ fn resolutions(events: &[Value]) -> Vec<&Value> {
         .collect()
 }
 
-async fn scenario(sdk: Sdk, transport: Transport) {
-    let bed = Bed::start(NEWEST).await;
+async fn scenario(version: &str, sdk: Sdk, transport: Transport) {
+    let bed = Bed::start(version).await;
     let ws = bed.home.workspace().to_path_buf();
     std::fs::create_dir(ws.join("build")).unwrap();
     // Each session's prompt carries a marker, so its model requests draw from its own script.
@@ -164,14 +178,27 @@ async fn scenario(sdk: Sdk, transport: Transport) {
             .contains(&json!("deny")),
         "{pq}"
     );
-    // Long-poll with nothing happening: progress notifications arrive meanwhile.
-    let polled = d
-        .call(
-            "codex_status",
-            json!({"sessionId": b, "cursor": waiting["nextCursor"], "waitMs": 4500}),
-        )
-        .await;
-    assert_eq!(polled["isError"], false, "{polled}");
+    // Long-poll with nothing happening: progress notifications arrive meanwhile. (Codex 0.98
+    // sends a late `codex/event/skills_update_available`, which rightly ends a wait early:
+    // poll on from there until a wait sees nothing.)
+    let mut cursor = waiting["nextCursor"].clone();
+    let mut polled = Value::Null;
+    for _ in 0..3 {
+        polled = d
+            .call(
+                "codex_status",
+                json!({"sessionId": b, "cursor": cursor, "waitMs": 4500}),
+            )
+            .await;
+        assert_eq!(polled["isError"], false, "{polled}");
+        if polled["structured"]["events"]
+            .as_array()
+            .is_some_and(|e| e.is_empty())
+        {
+            break;
+        }
+        cursor = polled["structured"]["nextCursor"].clone();
+    }
     assert!(polled["progress"].as_u64().unwrap() >= 1, "{polled}");
     assert!(polled["ms"].as_u64().unwrap() >= 4000, "{polled}");
     // An answer that is not an option is refused with the options named; the request stays.
@@ -234,11 +261,17 @@ async fn scenario(sdk: Sdk, transport: Transport) {
     assert_eq!(done["turnCount"], 2, "{done}");
     assert_eq!(done["result"], "follow-up answered", "{done}");
 
-    // C: `sleep 30` runs unasked (never) and is interrupted.
+    // C: `sleep 30` runs unasked (never; on 0.98 `on-failure`, which runs it in the sandbox
+    // and asks only if it fails) and is interrupted.
+    let policy = if version == OLDEST {
+        "on-failure"
+    } else {
+        "never"
+    };
     let c = id(&d
         .ok(
             "codex_start",
-            start("MARK-C", json!({"approvalPolicy": "never"})),
+            start("MARK-C", json!({"approvalPolicy": policy})),
         )
         .await);
     d.status_until(&c, TURN, |s| {

@@ -3,13 +3,15 @@
 //! stdio or streamable HTTP, with approvals by elicitation or by polling.
 //!
 //! - [`server`]: the rmcp handler (tool list, dispatch, long-poll with progress).
-//! - [`tools`]: what each tool does with the engine; [`params`]: their arguments.
+//! - [`tools`]: what each tool does with the engine; [`params`]: their arguments;
+//!   [`outputs`]: their typed results (published as output schemas).
 //! - [`view`]: what the tools show of a session; [`elicit`]: approvals as elicitation forms
 //!   pushed to clients that allow server requests; [`input_required`]: the same forms as
 //!   `InputRequiredResult` rounds for 2026-07-28 clients.
 
 pub mod elicit;
 pub mod input_required;
+pub mod outputs;
 pub mod params;
 pub mod server;
 pub mod tools;

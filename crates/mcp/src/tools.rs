@@ -14,6 +14,10 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
+use crate::outputs::{
+    self, InterruptOutput, ListOutput, ListedOutput, RespondOutput, SayOutput, StartOutput,
+    StatusOutput,
+};
 use crate::params::{
     ApprovalPolicyParam, InterruptParams, ListParams, RespondParams, SandboxParam, SayParams,
     StartParams, StatusParams,
@@ -70,14 +74,41 @@ fn schema_of<T: JsonSchema>() -> Arc<JsonObject> {
     Arc::new(object)
 }
 
-fn tool<T: JsonSchema>(name: &'static str, title: &str, description: &str) -> Tool {
-    Tool::new(name, description.to_owned(), schema_of::<T>()).with_title(title)
+/// Drops schemars' Rust-specific integer formats (`uint64`, `int64`, ...), which JSON Schema
+/// validators do not know and warn about.
+fn portable(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if m.get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| f.starts_with("int") || f.starts_with("uint"))
+            {
+                m.remove("format");
+            }
+            m.values_mut().for_each(portable);
+        }
+        Value::Array(a) => a.iter_mut().for_each(portable),
+        _ => {}
+    }
+}
+
+/// A tool taking `P` and returning `O` as structured content (its published output schema).
+fn tool<P: JsonSchema, O: JsonSchema>(name: &'static str, title: &str, description: &str) -> Tool {
+    let mut output = Value::Object((*schema_of::<O>()).clone());
+    portable(&mut output);
+    let output = match output {
+        Value::Object(o) => Arc::new(o),
+        _ => Arc::default(),
+    };
+    Tool::new(name, description.to_owned(), schema_of::<P>())
+        .with_title(title)
+        .with_raw_output_schema(output)
 }
 
 /// The tool list, in the order clients show them.
 pub fn definitions() -> Vec<Tool> {
     vec![
-        tool::<StartParams>(
+        tool::<StartParams, StartOutput>(
             START,
             "Start a Codex session",
             "Start a new Codex session on a task and return at once with its sessionId; the session \
@@ -85,7 +116,7 @@ pub fn definitions() -> Vec<Tool> {
              answer approvals with codex_respond. Optional settings reach Codex only when given.",
         )
         .with_annotations(ToolAnnotations::new().destructive(true).open_world(true)),
-        tool::<SayParams>(
+        tool::<SayParams, SayOutput>(
             SAY,
             "Send a message to a Codex session",
             "Send a message to a session: it starts a new turn when the session is idle, or is \
@@ -93,7 +124,7 @@ pub fn definitions() -> Vec<Tool> {
              Codex thread id (see codex_list) can be continued.",
         )
         .with_annotations(ToolAnnotations::new().destructive(true).open_world(true)),
-        tool::<StatusParams>(
+        tool::<StatusParams, StatusOutput>(
             STATUS,
             "Status of a Codex session",
             "The status of a session (active, awaiting_approval, awaiting_input, done, \
@@ -103,7 +134,7 @@ pub fn definitions() -> Vec<Tool> {
              waitMs it waits until something changes, so there is no need to poll in a loop.",
         )
         .with_annotations(ToolAnnotations::new().read_only(true)),
-        tool::<RespondParams>(
+        tool::<RespondParams, RespondOutput>(
             RESPOND,
             "Answer a Codex approval or question",
             "Answer a pending approval or question (pendingQuestion.id from codex_status): \
@@ -112,13 +143,13 @@ pub fn definitions() -> Vec<Tool> {
              options per question. The first answer wins.",
         )
         .with_annotations(ToolAnnotations::new().destructive(true)),
-        tool::<InterruptParams>(
+        tool::<InterruptParams, InterruptOutput>(
             INTERRUPT,
             "Interrupt a Codex session",
             "Stop the running turn of a session. The session stays usable: codex_say continues it.",
         )
         .with_annotations(ToolAnnotations::new().destructive(false).idempotent(true)),
-        tool::<ListParams>(
+        tool::<ListParams, ListOutput>(
             LIST,
             "List Codex sessions",
             "Sessions most recent first: this relay's and those other Codex clients (the TUI, \
@@ -266,12 +297,12 @@ pub async fn start(relay: &Relay, p: StartParams) -> Result<Value, ToolError> {
     let opts = create_options(p)?;
     let (handle, first) = relay.create(opts).await?;
     let snap = handle.snapshot();
-    Ok(json!({
-        "sessionId": snap.session_id,
-        "status": status_word(&snap),
-        "turnId": first.as_ref().map(|f| f.turn_id()),
-        "cwd": snap.cwd,
-        "model": snap.model,
+    Ok(outputs::value(StartOutput {
+        status: status_word(&snap).into(),
+        turn_id: first.as_ref().map(|f| f.turn_id().to_owned()),
+        session_id: snap.session_id,
+        cwd: snap.cwd,
+        model: snap.model,
     }))
 }
 
@@ -304,12 +335,12 @@ pub async fn say(relay: &Relay, p: SayParams) -> Result<Value, ToolError> {
             ("steered", "a turn was running: the message was added to it")
         }
     };
-    Ok(json!({
-        "sessionId": p.session_id,
-        "status": status_word(&snap),
-        "mode": mode,
-        "turnId": outcome.turn_id(),
-        "note": note,
+    Ok(outputs::value(SayOutput {
+        session_id: p.session_id,
+        status: status_word(&snap).into(),
+        mode: mode.into(),
+        turn_id: outcome.turn_id().to_owned(),
+        note: note.into(),
     }))
 }
 
@@ -342,21 +373,26 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         .map_or(p.cursor.unwrap_or(snap.last_seq).min(snap.last_seq), |e| {
             e.seq
         });
-    Ok(json!({
-        "sessionId": snap.session_id,
-        "status": status_word(&snap),
-        "result": snap.result,
-        "error": if snap.status == SessionStatus::Error { snap.last_error.clone() } else { None },
-        "recentOutput": view::recent_output(&recent, lines),
-        "pendingQuestion": view::pending_question(&snap.pending),
-        "itemEvents": view::item_events(&recent, 200),
-        "usage": snap.usage.as_ref().map(view::usage),
-        "turnCount": snap.turn_count,
-        "cwd": snap.cwd,
-        "model": snap.model,
-        "events": events,
-        "nextCursor": next_cursor,
-        "moreEvents": next_cursor < snap.last_seq,
+    Ok(outputs::value(StatusOutput {
+        status: status_word(&snap).into(),
+        error: if snap.status == SessionStatus::Error {
+            snap.last_error.clone()
+        } else {
+            None
+        },
+        recent_output: view::recent_output(&recent, lines),
+        pending_question: view::pending_question(&snap.pending),
+        item_events: view::item_events(&recent, 200),
+        usage: snap.usage.as_ref().map(view::usage),
+        turn_count: snap.turn_count,
+        events: events.iter().map(|e| json!(e)).collect(),
+        next_cursor,
+        more_events: next_cursor < snap.last_seq,
+        session_id: snap.session_id,
+        result: snap.result,
+        cwd: snap.cwd,
+        model: snap.model,
+        sub_agents: snap.agents.iter().map(Into::into).collect(),
     }))
 }
 
@@ -371,13 +407,13 @@ pub async fn respond(relay: &Relay, p: RespondParams) -> Result<Value, ToolError
         .respond(&p.session_id, &p.id, &p.answers, RESPOND_BY)
         .await?;
     let snap = relay.status(&p.session_id)?;
-    Ok(json!({
-        "sessionId": p.session_id,
-        "id": resolution.id,
-        "decision": resolution.decision,
-        "reason": resolution.reason,
-        "status": status_word(&snap),
-        "pendingQuestion": view::pending_question(&snap.pending),
+    Ok(outputs::value(RespondOutput {
+        session_id: p.session_id,
+        id: resolution.id,
+        decision: resolution.decision,
+        reason: resolution.reason,
+        status: status_word(&snap).into(),
+        pending_question: view::pending_question(&snap.pending),
     }))
 }
 
@@ -400,11 +436,16 @@ pub async fn interrupt(relay: &Relay, p: InterruptParams) -> Result<Value, ToolE
         }
     }
     let snap = relay.status(&p.session_id)?;
-    Ok(json!({
-        "sessionId": p.session_id,
-        "status": status_word(&snap),
-        "interrupted": was_running,
-        "note": if was_running { "the turn was stopped; codex_say continues the session" } else { "no turn was running" },
+    Ok(outputs::value(InterruptOutput {
+        session_id: p.session_id,
+        status: status_word(&snap).into(),
+        interrupted: was_running,
+        note: if was_running {
+            "the turn was stopped; codex_say continues the session"
+        } else {
+            "no turn was running"
+        }
+        .into(),
     }))
 }
 
@@ -418,22 +459,21 @@ pub async fn list(relay: &Relay, p: ListParams) -> Result<Value, ToolError> {
             limit: Some(p.limit.unwrap_or(50).clamp(1, 500) as usize),
         })
         .await?;
-    let sessions: Vec<Value> = rows
+    let sessions = rows
         .into_iter()
-        .map(|r| {
-            json!({
-                "sessionId": r.session_id,
-                "directory": r.cwd,
-                "summary": r.preview,
-                "timestamp": view::iso8601(r.updated_at),
-                "isActive": r.live,
-                "activeStatus": r.status.map(view::status_word),
-                "source": r.source,
-                "ownedByRelay": r.owned,
-            })
+        .map(|r| ListedOutput {
+            timestamp: view::iso8601(r.updated_at),
+            active_status: r.status.map(|s| view::status_word(s).to_owned()),
+            session_id: r.session_id,
+            directory: r.cwd,
+            summary: r.preview,
+            is_active: r.live,
+            source: r.source,
+            owned_by_relay: r.owned,
+            sub_agents: r.agents.iter().map(Into::into).collect(),
         })
         .collect();
-    Ok(json!({ "sessions": sessions }))
+    Ok(outputs::value(ListOutput { sessions }))
 }
 
 #[cfg(test)]
@@ -470,6 +510,38 @@ mod tests {
             json!({"prompt": "p", "fullAuto": true, "dangerouslyBypassApprovalsAndSandbox": true}),
         );
         assert!(err.contains("contradict"), "{err}");
+    }
+
+    #[test]
+    fn every_tool_publishes_the_schema_of_its_result() {
+        for t in definitions() {
+            let schema = t.output_schema.as_ref().expect("an output schema");
+            assert_eq!(schema["type"], "object", "{}", t.name);
+            let props = schema["properties"].as_object().unwrap();
+            let key = if t.name == LIST {
+                "sessions"
+            } else {
+                "sessionId"
+            };
+            assert!(props.contains_key(key), "{} has {key}: {schema:?}", t.name);
+            assert!(
+                !Value::Object((**schema).clone())
+                    .to_string()
+                    .contains("uint")
+            );
+        }
+        // What a tool returns fits what it publishes.
+        let out = outputs::value(StartOutput {
+            session_id: "s".into(),
+            status: "active".into(),
+            turn_id: None,
+            cwd: None,
+            model: None,
+        });
+        assert_eq!(
+            out,
+            json!({"sessionId": "s", "status": "active", "turnId": null, "cwd": null, "model": null})
+        );
     }
 
     #[test]

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use codex_relay_core::answer::PendingKind;
 use codex_relay_core::event::{ToolEndStatus, Usage};
-use codex_relay_core::{Envelope, Ev, PendingView, Role, SessionStatus};
+use codex_relay_core::{Envelope, Ev, PendingDetails, PendingView, Role, SessionStatus};
 use serde_json::{Value, json};
+
+use crate::outputs::{PendingQuestion, QuestionOutput, UsageOutput};
 
 /// The status word the tools use: the engine's, except `idle`, which is `done`.
 pub fn status_word(s: SessionStatus) -> &'static str {
@@ -17,43 +19,31 @@ pub fn status_word(s: SessionStatus) -> &'static str {
     }
 }
 
-pub fn usage(u: &Usage) -> Value {
-    json!({
-        "inputTokens": u.input_tokens,
-        "cachedInputTokens": u.cached_input_tokens,
-        "outputTokens": u.output_tokens,
-        "reasoningOutputTokens": u.reasoning_output_tokens,
-        "totalTokens": u.total_tokens,
-    })
+pub fn usage(u: &Usage) -> UsageOutput {
+    UsageOutput {
+        input_tokens: u.input_tokens,
+        cached_input_tokens: u.cached_input_tokens,
+        output_tokens: u.output_tokens,
+        reasoning_output_tokens: u.reasoning_output_tokens,
+        total_tokens: u.total_tokens,
+    }
 }
 
 /// The questions a pending request asks, each with the answers it takes.
 pub fn questions(p: &PendingView) -> Vec<(Option<String>, String, Vec<String>)> {
-    if p.kind == PendingKind::Question
-        && let Some(qs) = p.details.get("questions").and_then(Value::as_array)
-        && !qs.is_empty()
+    if let PendingDetails::Question { questions } = p.typed_details()
+        && !questions.is_empty()
     {
-        return qs
-            .iter()
+        return questions
+            .into_iter()
             .map(|q| {
                 let options = q
-                    .get("options")
-                    .and_then(Value::as_array)
-                    .map(|os| {
-                        os.iter()
-                            .filter_map(|o| o.get("label").and_then(Value::as_str))
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                (
-                    q.get("id").and_then(Value::as_str).map(str::to_owned),
-                    q.get("question")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    options,
-                )
+                    .options
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|o| o.label)
+                    .collect();
+                (Some(q.id), q.question, options)
             })
             .collect();
     }
@@ -63,50 +53,48 @@ pub fn questions(p: &PendingView) -> Vec<(Option<String>, String, Vec<String>)> 
 /// The request's question with the details a person needs to answer it.
 pub fn describe(p: &PendingView) -> String {
     let mut text = p.question.clone();
-    let d = &p.details;
-    let field = |k: &str| d.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-    if matches!(p.kind, PendingKind::CommandApproval)
-        && let Some(cwd) = field("cwd")
-    {
-        text.push_str(&format!("\n(in {cwd})"));
-    }
-    if matches!(
-        p.kind,
-        PendingKind::CommandApproval | PendingKind::PermissionsApproval
-    ) && let Some(reason) = field("reason")
-        && !p.question.contains(reason)
-    {
-        text.push_str(&format!("\nReason: {reason}"));
-    }
-    if p.kind == PendingKind::FileChangeApproval
-        && let Some(changes) = d.get("changes").and_then(Value::as_array)
-    {
-        for c in changes.iter().take(20) {
-            if let Some(path) = c.get("path").and_then(Value::as_str) {
-                text.push_str(&format!("\n{path}"));
+    let given = |s: Option<String>| s.filter(|s| !s.is_empty());
+    let reason_line = |text: &mut String, reason: Option<String>| {
+        if let Some(reason) = given(reason)
+            && !p.question.contains(&reason)
+        {
+            text.push_str(&format!("\nReason: {reason}"));
+        }
+    };
+    match p.typed_details() {
+        PendingDetails::CommandApproval { cwd, reason, .. } => {
+            if let Some(cwd) = given(cwd) {
+                text.push_str(&format!("\n(in {cwd})"));
             }
-            if let Some(diff) = c.get("diff").and_then(Value::as_str) {
-                let lines: Vec<&str> = diff.lines().take(40).collect();
-                text.push_str(&format!("\n{}", lines.join("\n")));
+            reason_line(&mut text, reason);
+        }
+        PendingDetails::PermissionsApproval { reason, .. } => reason_line(&mut text, reason),
+        PendingDetails::FileChangeApproval { changes, .. } => {
+            for c in changes.iter().take(20) {
+                text.push_str(&format!("\n{}", c.path));
+                let lines: Vec<&str> = c.diff.lines().take(40).collect();
+                if !lines.is_empty() {
+                    text.push_str(&format!("\n{}", lines.join("\n")));
+                }
             }
         }
+        PendingDetails::Question { .. }
+        | PendingDetails::ToolCall { .. }
+        | PendingDetails::Elicitation { .. }
+        | PendingDetails::Other { .. } => {}
     }
     text
 }
 
 /// `pendingQuestion`: the oldest open request, as `{id, type, questions: [{question, options}]}`.
-pub fn pending_question(pending: &[PendingView]) -> Value {
-    let Some(p) = pending.iter().min_by_key(|p| p.created_at) else {
-        return Value::Null;
-    };
-    let questions: Vec<Value> = questions(p)
+pub fn pending_question(pending: &[PendingView]) -> Option<PendingQuestion> {
+    let p = pending.iter().min_by_key(|p| p.created_at)?;
+    let questions = questions(p)
         .into_iter()
-        .map(|(id, question, options)| {
-            let mut q = json!({"question": question, "options": options});
-            if let Some(id) = id {
-                q["id"] = json!(id);
-            }
-            q
+        .map(|(id, question, options)| QuestionOutput {
+            id,
+            question,
+            options,
         })
         .collect();
     let how = match p.kind {
@@ -115,14 +103,16 @@ pub fn pending_question(pending: &[PendingView]) -> Value {
         PendingKind::Other => "answer with JSON",
         _ => "answer with approve, approve for session, deny, deny: <reason>, or cancel",
     };
-    json!({
-        "id": p.id,
-        "type": p.kind.as_str(),
-        "questions": questions,
-        "details": p.details,
-        "howToAnswer": format!("codex_respond {{sessionId, id, answers}}: {how}"),
-        "expiresAt": iso8601(p.deadline),
-        "morePending": pending.len() - 1,
+    Some(PendingQuestion {
+        id: p.id.clone(),
+        kind: p.kind.as_str().to_owned(),
+        questions,
+        details: p.details.clone(),
+        how_to_answer: format!("codex_respond {{sessionId, id, answers}}: {how}"),
+        expires_at: iso8601(p.deadline),
+        more_pending: pending.len() - 1,
+        agent: p.agent.as_ref().map(Into::into),
+        invoke: p.invoke.clone(),
     })
 }
 
@@ -130,6 +120,7 @@ fn item_type(tool_name: &str) -> &'static str {
     match tool_name {
         "CodexBash" => "command_execution",
         "CodexPatch" => "file_change",
+        "CodexAgent" => "collab_agent_tool_call",
         n if n.starts_with("mcp__") => "mcp_tool_call",
         _ => "dynamic_tool_call",
     }
@@ -143,15 +134,17 @@ fn clip(s: &str, max: usize) -> String {
     }
 }
 
-/// `itemEvents`: what the latest turn in `events` did, in order, one entry per item.
+/// `itemEvents`: what the latest turn in `events` did, in order, one entry per item; items of
+/// sub-agents (which run inside that turn) carry the agent's thread as `agent`.
 pub fn item_events(events: &[Arc<Envelope>], max: usize) -> Vec<Value> {
     let start = events
         .iter()
-        .rposition(|e| matches!(e.ev, Ev::TurnStart {}))
+        .rposition(|e| matches!(e.ev, Ev::TurnStart {}) && e.agent.is_none())
         .unwrap_or(0);
     let mut items: Vec<Value> = Vec::new();
     let mut by_call: HashMap<String, usize> = HashMap::new();
     for e in &events[start..] {
+        let before = items.len();
         match &e.ev {
             Ev::Text { text, thinking } if e.role == Role::Agent => items.push(json!({
                 "itemType": if *thinking { "reasoning" } else { "agent_message" },
@@ -206,6 +199,9 @@ pub fn item_events(events: &[Arc<Envelope>], max: usize) -> Vec<Value> {
                 "summary": clip(message, 200),
             })),
             _ => {}
+        }
+        if let (Some(agent), Some(item)) = (&e.agent, items.get_mut(before)) {
+            item["agent"] = json!(agent.thread);
         }
     }
     let excess = items.len().saturating_sub(max);
@@ -291,6 +287,7 @@ mod tests {
             role,
             turn: Some("t".into()),
             invoke: None,
+            agent: None,
             ev,
         })
     }

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codex_relay_testkit::{CodexHome, ModelServer};
@@ -66,45 +67,88 @@ pub fn relay_env() -> Value {
     Value::Object(env)
 }
 
-/// `codex-relay serve` on a random loopback port; killed (with its Codex) on drop.
+/// `codex-relay serve` on a random loopback port; killed (with its Codex) on drop. Its stderr
+/// is echoed and kept in `log`.
 pub struct HttpRelay {
     pub url: String,
+    pub log: Arc<Mutex<Vec<String>>>,
     child: Child,
 }
 
 impl HttpRelay {
     pub async fn start(args: Vec<String>) -> HttpRelay {
-        let mut child = Command::new(RELAY)
-            .arg("serve")
+        let mut cmd = Command::new(RELAY);
+        cmd.arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .env(
                 "LOG_LEVEL",
                 std::env::var("LOG_LEVEL").unwrap_or_else(|_| "info".into()),
-            )
+            );
+        Self::spawn(cmd).await
+    }
+
+    /// `codex-relay serve` with exactly this environment (nothing inherited) and these args.
+    pub async fn start_with_env(args: &[&str], env: &[(&str, String)]) -> HttpRelay {
+        let mut cmd = Command::new(RELAY);
+        cmd.arg("serve").args(args).env_clear();
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Self::spawn(cmd).await
+    }
+
+    async fn spawn(mut cmd: Command) -> HttpRelay {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("spawn codex-relay serve");
+        let log = Arc::new(Mutex::new(Vec::new()));
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let kept = log.clone();
         let url = tokio::time::timeout(Duration::from_secs(30), async {
             while let Some(line) = lines.next_line().await.unwrap() {
                 eprintln!("[relay] {line}");
+                kept.lock().unwrap().push(line.clone());
                 if let Some(url) = line.split("MCP at ").nth(1) {
                     return url.trim().to_owned();
                 }
             }
-            panic!("codex-relay serve exited before listening")
+            panic!(
+                "codex-relay serve exited before listening: {:?}",
+                kept.lock().unwrap()
+            )
         })
         .await
         .expect("codex-relay serve listens within 30 s");
+        let kept = log.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 eprintln!("[relay] {line}");
+                kept.lock().unwrap().push(line);
             }
         });
-        HttpRelay { url, child }
+        HttpRelay { url, log, child }
+    }
+
+    /// The stderr lines so far, joined.
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    /// SIGKILL, as a crash: nothing runs on the way out.
+    pub async fn crash(mut self) {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(self.pid() as i32, libc::SIGKILL);
+        }
+        let _ = self.child.wait().await;
     }
 
     /// SIGTERM, as a service manager would stop it; waits for the exit.
@@ -132,7 +176,7 @@ pub struct Driver {
 
 impl Driver {
     pub async fn spawn(sdk: Sdk) -> Driver {
-        let mut cmd = match sdk {
+        let cmd = match sdk {
             Sdk::Node => {
                 let dir = clients_dir().join("node");
                 codex_relay_testkit::clients::npm_ci(&dir).expect("the Node MCP SDK installs");
@@ -150,6 +194,12 @@ impl Driver {
                 c
             }
         };
+        Driver::start(sdk, cmd)
+    }
+
+    /// Starts a driver process `cmd` (a client of `sdk`) that speaks one JSON command per
+    /// line.
+    pub fn start(sdk: Sdk, mut cmd: Command) -> Driver {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -15,6 +15,12 @@ const client = new Client(
 // contains `acceptWhen`, otherwise decline.
 const elicitations = [];
 let policy = { acceptWhen: null, content: {} };
+// Errors the SDK reports outside any call, e.g. a progress notification for a request that was
+// already cancelled (which proves the server kept working on it).
+const errors = [];
+client.onerror = (e) => {
+  errors.push(String(e && e.message ? e.message : e));
+};
 client.setRequestHandler(ElicitRequestSchema, async (request) => {
   const message = request.params.message;
   elicitations.push({ message, schema: request.params.requestedSchema });
@@ -48,6 +54,8 @@ async function handle(cmd) {
       return {};
     case "elicitations":
       return { elicitations };
+    case "errors":
+      return { errors };
     case "call": {
       let progress = 0;
       const controller = new AbortController();
@@ -70,7 +78,12 @@ async function handle(cmd) {
           ms: Date.now() - started,
         };
       } catch (e) {
-        return { thrown: String(e && e.message ? e.message : e), progress, ms: Date.now() - started };
+        return {
+          thrown: String(e && e.message ? e.message : e),
+          code: e && typeof e.code === "number" ? e.code : null,
+          progress,
+          ms: Date.now() - started,
+        };
       }
     }
     case "close":

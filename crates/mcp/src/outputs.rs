@@ -1,0 +1,201 @@
+//! The tools' results as typed structs (camelCase on the wire): what each tool returns as
+//! structured content, and the output schemas `tools/list` publishes for them.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+/// `codex_start`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StartOutput {
+    pub session_id: String,
+    /// `active` while the first turn runs.
+    pub status: String,
+    pub turn_id: Option<String>,
+    pub cwd: Option<String>,
+    pub model: Option<String>,
+}
+
+/// `codex_say`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SayOutput {
+    pub session_id: String,
+    pub status: String,
+    /// `started` (a new turn) or `steered` (added to the running turn).
+    pub mode: String,
+    pub turn_id: String,
+    pub note: String,
+}
+
+/// Token usage of a session.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageOutput {
+    pub input_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub output_tokens: i64,
+    pub reasoning_output_tokens: i64,
+    pub total_tokens: i64,
+}
+
+/// One question of the pending request, with the answers it takes.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub question: String,
+    pub options: Vec<String>,
+}
+
+/// The oldest open request of a session.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingQuestion {
+    pub id: String,
+    /// `command_approval`, `file_change_approval`, `permissions_approval`, `question`,
+    /// `elicitation`, `tool_call`, `other`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub questions: Vec<QuestionOutput>,
+    /// command, cwd, reason, changes, questions, tool, arguments, ... as the kind has them.
+    pub details: Value,
+    pub how_to_answer: String,
+    /// ISO-8601; the request is declined then.
+    pub expires_at: String,
+    pub more_pending: usize,
+    /// The sub-agent that asks, when it is not the session's own thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentOutput>,
+    /// The `spawn_agent` call that started that sub-agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoke: Option<String>,
+}
+
+/// A sub-agent: a Codex thread the session's thread spawned (directly or through others).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentOutput {
+    pub thread: String,
+    /// The thread that spawned it.
+    pub parent: String,
+    /// 1 for a child of the session's thread, 2 for a grandchild, ...
+    pub depth: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nickname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+impl From<&codex_relay_core::event::AgentRef> for AgentOutput {
+    fn from(a: &codex_relay_core::event::AgentRef) -> Self {
+        Self {
+            thread: a.thread.clone(),
+            parent: a.parent.clone(),
+            depth: a.depth,
+            nickname: a.nickname.clone(),
+            role: a.role.clone(),
+        }
+    }
+}
+
+/// One sub-agent of a session, with the call that spawned it and whether it runs a turn.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubAgentOutput {
+    pub agent: AgentOutput,
+    pub invoke: Option<String>,
+    pub running: bool,
+}
+
+impl From<&codex_relay_core::session::AgentInfo> for SubAgentOutput {
+    fn from(a: &codex_relay_core::session::AgentInfo) -> Self {
+        Self {
+            agent: (&a.agent).into(),
+            invoke: a.invoke.clone(),
+            running: a.turn.is_some(),
+        }
+    }
+}
+
+/// `codex_status`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusOutput {
+    pub session_id: String,
+    /// active, awaiting_approval, awaiting_input, done, idle, interrupted, error, closed.
+    pub status: String,
+    /// The final message of the last completed turn (parsed JSON with an outputSchema).
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub recent_output: Vec<String>,
+    pub pending_question: Option<PendingQuestion>,
+    /// What the latest turn did, one entry per item: `{id?, itemType, status, summary?,
+    /// exitCode?}`.
+    pub item_events: Vec<Value>,
+    pub usage: Option<UsageOutput>,
+    pub turn_count: u64,
+    pub cwd: Option<String>,
+    pub model: Option<String>,
+    /// Session-protocol envelopes after `cursor` (docs/EVENTS.md).
+    pub events: Vec<Value>,
+    pub next_cursor: u64,
+    pub more_events: bool,
+    /// The session's sub-agents (Codex's `spawn_agent`), at any depth.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_agents: Vec<SubAgentOutput>,
+}
+
+/// `codex_respond`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RespondOutput {
+    pub session_id: String,
+    pub id: String,
+    pub decision: String,
+    pub reason: Option<String>,
+    pub status: String,
+    pub pending_question: Option<PendingQuestion>,
+}
+
+/// `codex_interrupt`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptOutput {
+    pub session_id: String,
+    pub status: String,
+    pub interrupted: bool,
+    pub note: String,
+}
+
+/// One row of `codex_list`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedOutput {
+    pub session_id: String,
+    pub directory: Option<String>,
+    pub summary: Option<String>,
+    /// ISO-8601 time of the last update.
+    pub timestamp: String,
+    pub is_active: bool,
+    pub active_status: Option<String>,
+    pub source: String,
+    pub owned_by_relay: bool,
+    /// Its sub-agents, nested here instead of listed as sessions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_agents: Vec<SubAgentOutput>,
+}
+
+/// `codex_list`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListOutput {
+    pub sessions: Vec<ListedOutput>,
+}
+
+/// The structured content of a result.
+pub fn value<T: Serialize>(out: T) -> Value {
+    serde_json::to_value(out).unwrap_or(Value::Null)
+}
