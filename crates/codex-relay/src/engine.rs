@@ -75,6 +75,22 @@ impl EngineArgs {
 
     pub async fn open(&self) -> anyhow::Result<Relay> {
         let config = self.relay_config()?;
+        // The settings in effect, for operators (and the knob tests); a Postgres URL may hold a
+        // password, so only its scheme is shown.
+        let store = if config.store.starts_with("postgres") {
+            "postgres://…"
+        } else {
+            config.store.as_str()
+        };
+        tracing::info!(
+            codex = %config.codex.binary.display(),
+            codex_home = ?config.codex.codex_home,
+            store = %store,
+            approval_timeout_ms = config.approval_timeout.as_millis() as u64,
+            max_sessions = config.max_sessions,
+            event_buffer = config.event_buffer,
+            "engine settings"
+        );
         Relay::open(config)
             .await
             .context("opening the codex-relay engine")

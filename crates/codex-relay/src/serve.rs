@@ -31,6 +31,15 @@ pub struct ServeArgs {
     /// behind a proxy.
     #[arg(long = "allow-host")]
     allow_hosts: Vec<String>,
+    #[command(flatten)]
+    http: crate::http_front::HttpArgs,
+    /// Run against a built-in scripted model in a throwaway CODEX_HOME, workspace and store: a
+    /// whole session (plan, file diff, command approval) with no OpenAI account.
+    #[arg(long)]
+    demo: bool,
+    /// With /mcp-server (the legacy contract): also offer the six codex_* tools there.
+    #[arg(long)]
+    with_session_tools: bool,
 }
 
 pub async fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -44,7 +53,17 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let relay = args.engine.open().await?;
+    args.http.check_listen(args.listen)?;
+    let (relay, demo) = if args.demo {
+        let (relay, demo) = crate::demo::open(&args.engine).await?;
+        eprintln!(
+            "codex-relay: demo mode: a scripted model, sessions work in {}",
+            demo.workspace().display()
+        );
+        (relay, Some(demo))
+    } else {
+        (args.engine.open().await?, None)
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -56,10 +75,31 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     hosts.push(addr.to_string());
     hosts.extend(args.allow_hosts);
     let stop = CancellationToken::new();
-    let mcp = codex_relay_mcp::http_service(relay.clone(), hosts, stop.child_token());
-    let app = axum::Router::new().nest_service("/mcp", mcp);
-    eprintln!("codex-relay: MCP at http://{addr}/mcp");
+    let mcp = codex_relay_mcp::http_service(relay.clone(), hosts.clone(), stop.child_token());
+    let legacy = crate::legacy::http(
+        relay.clone(),
+        args.with_session_tools,
+        hosts.clone(),
+        stop.child_token(),
+    );
+    let fronts = axum::Router::new().nest_service("/mcp", mcp).nest_service(
+        "/mcp-server",
+        tower_layer_apply(
+            axum::middleware::from_fn(crate::legacy::narrow_answers),
+            legacy,
+        ),
+    );
+    let app = args.http.app(&relay, fronts, hosts);
+    eprintln!("codex-relay: web UI and API at http://{addr}/ ; MCP at http://{addr}/mcp");
+    eprintln!("codex-relay: legacy mcp-server at http://{addr}/mcp-server");
     let graceful = stop.clone();
+    // Streams write small chunks: without TCP_NODELAY, Nagle's algorithm holds one back until
+    // the previous is acknowledged (tens of milliseconds with delayed ACKs).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY: {e}");
+        }
+    });
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown_signal().await;
         graceful.cancel();
@@ -74,5 +114,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     relay.shutdown().await;
+    drop(demo);
     result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Wraps `service` in `layer`.
+fn tower_layer_apply<L: tower_layer::Layer<S>, S>(layer: L, service: S) -> L::Service {
+    layer.layer(service)
 }

@@ -1,0 +1,349 @@
+//! The web UI in a real browser: Debian's Chromium, driven by `playwright-core` from npm
+//! (tests/browser/ui.mjs), through `codex-relay serve --demo` (the real Codex against the
+//! built-in scripted model), on a desktop and on a phone-sized screen. Screenshots are kept
+//! under `target/tmp/browser/<viewport>/`.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use codex_relay_testkit::clients::{node22, npm_ci};
+use codex_relay_testkit::install::cache_root;
+use codex_relay_testkit::{NEWEST, OLDEST, codex_bin};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const RELAY: &str = env!("CARGO_BIN_EXE_codex-relay");
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// The restart run's relays ask for this token (the page logs in once; the cookie carries on).
+const TOKEN: &str = "browser-test-token";
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// Debian's Chromium, installed with apt when it is missing and we may; `Err` says why not.
+fn chromium() -> Result<PathBuf, String> {
+    let path = PathBuf::from(CHROMIUM);
+    if path.exists() {
+        return Ok(path);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !on_path("apt-get") {
+        return Err(format!(
+            "{CHROMIUM} is missing and installing it needs root and apt-get (apt-get install chromium)"
+        ));
+    }
+    std::fs::create_dir_all(cache_root()).expect("cache directory");
+    let lock = File::create(cache_root().join("chromium.lock")).expect("chromium lock file");
+    // SAFETY: a valid descriptor; the lock ends when `lock` is closed.
+    unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    if path.exists() {
+        return Ok(path);
+    }
+    eprintln!("installing chromium from Debian's packages ...");
+    for args in [
+        &["update", "-qq"][..],
+        &["install", "-y", "-qq", "chromium"][..],
+    ] {
+        let out = Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run apt-get");
+        assert!(
+            out.status.success(),
+            "apt-get {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        path.exists(),
+        "apt-get installed chromium but {CHROMIUM} is missing"
+    );
+    Ok(path)
+}
+
+/// Chromium, playwright-core, Node 22 and the pinned Codex `version`; `None` (printed) when
+/// the browser cannot be had here.
+fn set_up(version: &str) -> Option<(PathBuf, PathBuf)> {
+    let chromium = match chromium() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("SKIPPED the browser test: {why}");
+            return None;
+        }
+    };
+    if !on_path("npm") {
+        eprintln!("SKIPPED the browser test: npm is not on PATH (playwright-core comes from npm)");
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("browser");
+    npm_ci(&dir).expect("npm ci playwright-core");
+    let node = node22().expect("node 22 from the npm registry");
+    let codex = codex_bin(version).expect("the pinned Codex");
+    eprintln!("chromium {}, codex {}", chromium.display(), codex.display());
+    Some((node, codex))
+}
+
+/// `codex-relay serve --demo` on a free loopback port, its stderr echoed.
+struct DemoRelay {
+    child: tokio::process::Child,
+    url: String,
+    workspace: PathBuf,
+}
+
+impl DemoRelay {
+    /// `listen` is `127.0.0.1:0` for a free port; `data_dir` keeps the demo across restarts;
+    /// `token` makes the relay ask for one.
+    async fn start(
+        codex: &Path,
+        listen: &str,
+        data_dir: Option<&Path>,
+        token: Option<&str>,
+    ) -> DemoRelay {
+        let mut cmd = tokio::process::Command::new(RELAY);
+        cmd.args(["serve", "--demo", "--listen", listen, "--codex"])
+            .arg(codex);
+        if let Some(dir) = data_dir {
+            cmd.arg("--data-dir").arg(dir);
+        }
+        if let Some(token) = token {
+            cmd.args(["--token", token]);
+        }
+        let mut child = cmd
+            .env(
+                "LOG_LEVEL",
+                std::env::var("LOG_LEVEL").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn codex-relay serve --demo");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (url, workspace) = tokio::time::timeout(Duration::from_secs(60), async {
+            let mut workspace = None;
+            while let Some(line) = lines.next_line().await.unwrap() {
+                eprintln!("[relay] {line}");
+                if let Some(w) = line.split("sessions work in ").nth(1) {
+                    workspace = Some(PathBuf::from(w.trim()));
+                }
+                if let Some(rest) = line.split("web UI and API at ").nth(1) {
+                    let url = rest.split_whitespace().next().unwrap_or_default();
+                    return (
+                        url.to_owned(),
+                        workspace.expect("the demo names its workspace first"),
+                    );
+                }
+            }
+            panic!("codex-relay serve --demo exited before listening")
+        })
+        .await
+        .expect("codex-relay serve --demo listens within 60 s");
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("[relay] {line}");
+            }
+        });
+        DemoRelay {
+            child,
+            url,
+            workspace,
+        }
+    }
+
+    /// SIGTERM, then the exit status.
+    async fn stop(&mut self) -> std::process::ExitStatus {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        }
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("serve --demo stops within 20 s of SIGTERM")
+            .expect("wait for serve")
+    }
+}
+
+/// Runs the browser scenario for one viewport; returns its findings (one JSON line).
+fn drive(node: &Path, url: &str, variant: &str) -> serde_json::Value {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("browser");
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser")
+        .join(variant);
+    let _ = std::fs::remove_dir_all(&shots);
+    let out = Command::new(node)
+        .arg(dir.join("ui.mjs"))
+        .arg(url)
+        .arg(&shots)
+        .arg(variant)
+        .env("CHROMIUM", CHROMIUM)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run node ui.mjs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!(
+        "[browser {variant}] {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("[browser {variant}] screenshots in {}", shots.display());
+    let last = stdout.lines().last().unwrap_or_default();
+    let findings: serde_json::Value = serde_json::from_str(last)
+        .unwrap_or_else(|_| panic!("the {variant} run printed no findings: {stdout}"));
+    assert!(
+        out.status.success() && findings["ok"] == true,
+        "the {variant} run failed: {findings}"
+    );
+    findings
+}
+
+/// A newcomer's first session in the UI, on a desktop and on a phone: start it, approve the
+/// file change (its diff shown) and the command, reload while the turn waits (nothing lost,
+/// nothing twice), see the output and the completed turn, follow up, find it in the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_session_in_the_browser_on_desktop_and_phone() {
+    let Some((node, codex)) = set_up(NEWEST) else {
+        return;
+    };
+
+    let mut relay = DemoRelay::start(&codex, "127.0.0.1:0", None, None).await;
+    let url = relay.url.clone();
+    let workspace = relay.workspace.clone();
+    for variant in ["desktop", "phone"] {
+        let node = node.clone();
+        let url = url.clone();
+        let findings = tokio::task::spawn_blocking(move || drive(&node, &url, variant))
+            .await
+            .expect("the browser run");
+        // The reload happened while the command waited: the history then had events in it.
+        assert!(
+            findings["reload"]["lastSeq"].as_u64() > Some(5),
+            "{findings}"
+        );
+        assert!(
+            findings["events"].as_u64() > findings["reload"]["lastSeq"].as_u64(),
+            "{findings}"
+        );
+    }
+    assert!(
+        workspace.join("hello.py").is_file(),
+        "the approved patch wrote hello.py"
+    );
+    let status = relay.stop().await;
+    assert!(status.success(), "serve --demo exited with {status}");
+    assert!(
+        !workspace.exists(),
+        "the demo's throwaway directory outlived the relay: {}",
+        workspace.display()
+    );
+}
+
+/// Runs the `restart` scenario: when the page asks, stops the relay and starts a new one at the
+/// same address on the same data directory.
+async fn drive_restart(node: &Path, codex: &Path, data_dir: &Path) -> serde_json::Value {
+    use tokio::io::AsyncWriteExt;
+    let mut relay = DemoRelay::start(codex, "127.0.0.1:0", Some(data_dir), Some(TOKEN)).await;
+    let listen = relay
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("browser");
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser")
+        .join("restart");
+    let _ = std::fs::remove_dir_all(&shots);
+    let mut child = tokio::process::Command::new(node)
+        .arg(dir.join("ui.mjs"))
+        .arg(&relay.url)
+        .arg(&shots)
+        .arg("restart")
+        .env("CHROMIUM", CHROMIUM)
+        .env("RELAY_TOKEN", TOKEN)
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run node ui.mjs restart");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut last = String::new();
+    let run = async {
+        while let Some(line) = out.next_line().await.unwrap() {
+            eprintln!("[browser restart] {line}");
+            if line == "restart-now" {
+                let status = relay.stop().await;
+                assert!(status.success(), "the first relay exited with {status}");
+                relay = DemoRelay::start(codex, &listen, Some(data_dir), Some(TOKEN)).await;
+                stdin.write_all(b"restarted\n").await.unwrap();
+            }
+            last = line;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("the restart run ends within 300 s");
+    let status = child.wait().await.expect("wait for node");
+    eprintln!("[browser restart] screenshots in {}", shots.display());
+    let findings: serde_json::Value = serde_json::from_str(&last)
+        .unwrap_or_else(|_| panic!("the restart run printed no findings: {last}"));
+    assert!(
+        status.success() && findings["ok"] == true,
+        "the restart run failed: {findings}"
+    );
+    let stopped = relay.stop().await;
+    assert!(stopped.success(), "the second relay exited with {stopped}");
+    findings
+}
+
+/// Behind a token: the page logs in through the form, then stays open across a relay restart
+/// while a request waits: its stream reconnects (the cookie still valid) and resumes after the
+/// last seq (the request declined on the way down, the turn's end), nothing lost or shown
+/// twice; a follow-up then runs in the new relay on the same page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_open_page_survives_a_relay_restart() {
+    let Some((node, codex)) = set_up(NEWEST) else {
+        return;
+    };
+    // Not under /tmp: Codex refuses some helpers in temporary directories.
+    let base = cache_root().join("test-homes");
+    std::fs::create_dir_all(&base).unwrap();
+    let data = tempfile::Builder::new()
+        .prefix("browser-restart-")
+        .tempdir_in(&base)
+        .unwrap();
+    let findings = drive_restart(&node, &codex, data.path()).await;
+    assert!(
+        findings["restart"]["after"].as_u64() > findings["restart"]["before"].as_u64(),
+        "the relay's last events before the restart reached the page: {findings}"
+    );
+}
+
+/// On Codex 0.98, which offers the model its plan tool: the plan shows with its first step in
+/// progress and ends with every step done, kept in one place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_on_codex_0_98() {
+    let Some((node, codex)) = set_up(OLDEST) else {
+        return;
+    };
+    let mut relay = DemoRelay::start(&codex, "127.0.0.1:0", None, None).await;
+    let url = relay.url.clone();
+    tokio::task::spawn_blocking(move || drive(&node, &url, "plan"))
+        .await
+        .expect("the browser run");
+    let status = relay.stop().await;
+    assert!(status.success(), "serve --demo exited with {status}");
+}

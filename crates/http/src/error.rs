@@ -1,0 +1,115 @@
+//! Errors as the API shows them: `{"error":{"code","message"}}` with the status that fits,
+//! and a JSON body extractor whose rejections take the same shape.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use codex_relay_core::RelayError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use utoipa::ToSchema;
+
+/// An API error: a status, a snake_case code and a message that says what to do.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The error body every endpoint uses.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// e.g. `unknown_session`, `already_resolved`, `unauthorized`, `payload_too_large`.
+    pub code: String,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message,
+            },
+        };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+impl From<RelayError> for ApiError {
+    fn from(e: RelayError) -> Self {
+        let message = e.to_string();
+        let (status, code) = match &e {
+            RelayError::UnknownSession(_) => (StatusCode::NOT_FOUND, "unknown_session"),
+            RelayError::UnknownRequest { .. } => (StatusCode::NOT_FOUND, "unknown_request"),
+            RelayError::AlreadyResolved { .. } => (StatusCode::CONFLICT, "already_resolved"),
+            RelayError::InvalidAnswer { .. } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "invalid_answer")
+            }
+            RelayError::InvalidOption(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_option"),
+            RelayError::TooManySessions { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "too_many_sessions")
+            }
+            RelayError::Closed(_) => (StatusCode::CONFLICT, "session_closed"),
+            RelayError::Start(_) => (StatusCode::SERVICE_UNAVAILABLE, "codex_unavailable"),
+            RelayError::Codex(_) => (StatusCode::BAD_GATEWAY, "codex_error"),
+            RelayError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+        };
+        Self::new(status, code, message)
+    }
+}
+
+/// `axum::Json`, with rejections in the API's error shape: malformed JSON → 400, a body of the
+/// wrong shape → 422, too large → 413, not JSON → 415.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(rejection) => Err(rejected(rejection)),
+        }
+    }
+}
+
+fn rejected(r: JsonRejection) -> ApiError {
+    let status = r.status();
+    let code = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::UNPROCESSABLE_ENTITY => "invalid_body",
+        _ => "bad_json",
+    };
+    ApiError::new(status, code, r.body_text())
+}

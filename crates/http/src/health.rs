@@ -1,0 +1,183 @@
+//! `GET /healthz` (Codex reachable, store writing) and Prometheus `GET /metrics`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::AppState;
+use crate::types::{Check, Health};
+
+/// Counters the HTTP front keeps itself.
+#[derive(Debug, Default)]
+pub struct HttpMetrics {
+    /// Open SSE connections (session streams and relay streams).
+    pub sse_subscribers: AtomicI64,
+}
+
+const CODEX_PROBE: Duration = Duration::from_secs(20);
+
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, body = Health), (status = 503, body = Health)))]
+pub async fn healthz(State(st): State<AppState>) -> (StatusCode, Json<Health>) {
+    let codex = match tokio::time::timeout(CODEX_PROBE, st.relay.server()).await {
+        Ok(Ok(server)) => Check {
+            ok: true,
+            detail: format!("codex app-server {} running", server.version()),
+        },
+        Ok(Err(e)) => Check {
+            ok: false,
+            detail: e.to_string(),
+        },
+        Err(_) => Check {
+            ok: false,
+            detail: format!("codex app-server did not answer within {CODEX_PROBE:?}"),
+        },
+    };
+    let store = match st.relay.store().flush().await {
+        Ok(()) => Check {
+            ok: true,
+            detail: format!(
+                "{} store committed every queued write",
+                st.relay.store().backend()
+            ),
+        },
+        Err(e) => Check {
+            ok: false,
+            detail: e.to_string(),
+        },
+    };
+    let ok = codex.ok && store.ok;
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(Health {
+            status: if ok { "ok" } else { "degraded" }.into(),
+            codex,
+            store,
+        }),
+    )
+}
+
+type Labels = Vec<(String, String)>;
+
+fn gauge_family(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: BTreeMap<String, i64>,
+) {
+    let family = Family::<Labels, Gauge>::default();
+    for (k, v) in values {
+        family.get_or_create(&vec![(label.to_owned(), k)]).set(v);
+    }
+    registry.register(name, help, family);
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, v: i64) {
+    let g = Gauge::<i64>::default();
+    g.set(v);
+    registry.register(name, help, g);
+}
+
+fn counter(registry: &mut Registry, name: &str, help: &str, v: u64) {
+    let c = Counter::<u64>::default();
+    c.inc_by(v);
+    registry.register(name, help, c);
+}
+
+/// Prometheus text exposition of the relay's state, computed at scrape time.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, content_type = "text/plain", description = "Prometheus metrics")))]
+pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+    let mut registry = Registry::with_prefix("codex_relay");
+    let mut by_status: BTreeMap<String, i64> = BTreeMap::new();
+    for s in st.relay.sessions() {
+        *by_status.entry(s.status.as_str().to_owned()).or_default() += 1;
+    }
+    gauge_family(
+        &mut registry,
+        "sessions",
+        "Sessions of this relay by status",
+        "status",
+        by_status,
+    );
+    let mut by_kind: BTreeMap<String, i64> = BTreeMap::new();
+    for p in st.relay.pending(None) {
+        *by_kind.entry(p.kind.as_str().to_owned()).or_default() += 1;
+    }
+    gauge_family(
+        &mut registry,
+        "pending_requests",
+        "Open approvals, questions and tool calls by kind",
+        "kind",
+        by_kind,
+    );
+    let feed = st.relay.feed();
+    counter(
+        &mut registry,
+        "events_appended",
+        "Events appended to session logs",
+        feed.events_appended(),
+    );
+    gauge(
+        &mut registry,
+        "sse_subscribers",
+        "Open Server-Sent Events connections",
+        st.metrics.sse_subscribers.load(Ordering::Relaxed),
+    );
+    counter(
+        &mut registry,
+        "codex_restarts",
+        "Codex app-servers started after the first one",
+        feed.codex_starts().saturating_sub(1),
+    );
+    let stats = st.relay.store().stats();
+    gauge(
+        &mut registry,
+        "store_queue_depth",
+        "Store writes queued and not yet committed",
+        stats.queue_depth() as i64,
+    );
+    counter(
+        &mut registry,
+        "store_commits",
+        "Store batches committed",
+        stats.commits(),
+    );
+    let mut out = String::new();
+    let _ = encode(&mut out, &registry);
+    // Floating-point seconds are written by hand (the registry's gauges are integers here).
+    let body = out.trim_end_matches("# EOF\n").to_owned()
+        + &format!(
+            "# HELP codex_relay_store_commit_seconds_total Seconds spent committing store batches.\n\
+             # TYPE codex_relay_store_commit_seconds_total counter\n\
+             codex_relay_store_commit_seconds_total {}\n\
+             # HELP codex_relay_store_last_commit_seconds Seconds the last store batch took.\n\
+             # TYPE codex_relay_store_last_commit_seconds gauge\n\
+             codex_relay_store_last_commit_seconds {}\n# EOF\n",
+            stats.commit_seconds_total(),
+            stats.last_commit_seconds()
+        );
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+}

@@ -1,0 +1,82 @@
+//! The HTTP front of codex-relay: the session API under `/api`, Server-Sent Events per session
+//! and for the whole relay, reference-001 compatible permission endpoints, OpenAPI, health,
+//! metrics and the web UI, all thin over [`Relay`] (see docs/HTTP.md).
+//!
+//! - [`sessions`]: create, list, snapshot, message, interrupt, close, history.
+//! - [`sse`] and [`relay_stream`]: the streams; [`permission`]: reference-001 shapes.
+//! - [`security`]: Host allow-list, token, body limit, CORS, listen check ([`secure`]).
+//! - [`health`]: `/healthz`, `/metrics`; [`openapi`]: the generated document.
+
+pub mod error;
+pub mod frames;
+pub mod health;
+pub mod openapi;
+pub mod permission;
+pub mod relay_stream;
+pub mod security;
+pub mod sessions;
+pub mod sse;
+pub mod types;
+mod ui;
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use codex_relay_core::Relay;
+
+pub use security::{Security, check_listen, secure};
+
+/// Settings of the HTTP front.
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    /// The token every request must carry (`Authorization: Bearer` or the login cookie);
+    /// `None` serves without one (loopback only). Checked by [`secure`]; the UI's login form
+    /// compares against it too.
+    pub token: Option<String>,
+}
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct AppState {
+    pub relay: Relay,
+    pub opts: Arc<HttpOptions>,
+    pub metrics: Arc<health::HttpMetrics>,
+    /// Serialized frames shared by the subscribers of a session.
+    pub frames: Arc<frames::Frames>,
+}
+
+/// Everything the HTTP front serves (the caller adds `/mcp` and wraps it all in [`secure`]).
+pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
+    let state = AppState {
+        relay,
+        opts: Arc::new(opts),
+        metrics: Arc::default(),
+        frames: Arc::default(),
+    };
+    axum::Router::new()
+        .route("/api/sessions", post(sessions::create).get(sessions::list))
+        .route(
+            "/api/sessions/{id}",
+            get(sessions::get).delete(sessions::close),
+        )
+        .route("/api/sessions/{id}/messages", post(sessions::message))
+        .route("/api/sessions/{id}/interrupt", post(sessions::interrupt))
+        .route("/api/sessions/{id}/events", get(sessions::events))
+        .route("/api/sessions/{id}/stream", get(sse::stream))
+        .route("/api/stream", get(relay_stream::stream))
+        .route("/api/codex/permission/respond", post(permission::respond))
+        .route("/api/codex/permission/pending", get(permission::pending))
+        .route("/api/openapi.json", get(openapi::document))
+        .route("/healthz", get(health::healthz))
+        .route("/metrics", get(health::metrics))
+        .merge(ui::routes())
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> error::ApiError {
+    error::ApiError::not_found(
+        "not_found",
+        format!("no such endpoint: {}; see /api/openapi.json", uri.path()),
+    )
+}

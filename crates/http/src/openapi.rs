@@ -1,0 +1,38 @@
+//! The OpenAPI document, generated from the handlers' types (`GET /api/openapi.json`).
+
+use axum::Json;
+use utoipa::OpenApi;
+
+use crate::{health, permission, relay_stream, sessions, sse};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "codex-relay HTTP API", description = "Codex sessions over HTTP and Server-Sent Events; see docs/HTTP.md."),
+    paths(
+        sessions::create, sessions::list, sessions::get, sessions::message, sessions::interrupt,
+        sessions::close, sessions::events, sse::stream, relay_stream::stream,
+        permission::respond, permission::pending, health::healthz, health::metrics, document,
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+#[utoipa::path(get, path = "/api/openapi.json", tag = "operations",
+    responses((status = 200, description = "this document")))]
+pub async fn document() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

@@ -1,0 +1,230 @@
+//! Reference-001 compatibility: pending requests as `permission_request` / `ask_user_question`
+//! payloads, and `POST /api/codex/permission/respond {id, action, updatedInput?, message?}`
+//! turned into the broker's answers (the same broker MCP answers through: first one wins).
+
+use axum::Json;
+use axum::extract::State;
+use codex_relay_core::answer::PendingKind;
+use codex_relay_core::{PendingDetails, PendingView};
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::error::{ApiError, Body, ErrorBody};
+use crate::types::{Action, PermissionResolved, PermissionResponse};
+
+/// Who answered, in resolutions and events.
+pub const BY: &str = "http";
+
+/// The reference-001 SSE event for an open request: its event type and data, or `None` for
+/// kinds that reference has no event for (tool calls, unknown requests). A sub-agent's
+/// request also says which agent asks (`agent`, and `invoke`, the call that spawned it).
+pub fn compat_event(p: &PendingView) -> Option<(&'static str, Value)> {
+    let (kind, mut data) = reference_event(p)?;
+    if let Some(agent) = &p.agent {
+        data["agent"] = json!(agent);
+        data["invoke"] = json!(p.invoke);
+    }
+    Some((kind, data))
+}
+
+fn reference_event(p: &PendingView) -> Option<(&'static str, Value)> {
+    let permission = |tool: &str, input: Value| {
+        // Absent values are left out, as the reference's tool inputs do.
+        let input = match input {
+            Value::Object(m) => {
+                Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect())
+            }
+            other => other,
+        };
+        Some((
+            "permission_request",
+            json!({"id": p.id, "sessionId": p.session_id, "toolName": tool, "toolInput": input,
+                "question": p.question}),
+        ))
+    };
+    match p.typed_details() {
+        PendingDetails::CommandApproval {
+            command,
+            cwd,
+            reason,
+            ..
+        } => permission(
+            "Bash",
+            json!({"command": command, "cwd": cwd, "reason": reason}),
+        ),
+        PendingDetails::FileChangeApproval {
+            reason,
+            grant_root,
+            changes,
+            ..
+        } => permission(
+            "Edit",
+            json!({"reason": reason, "grantRoot": grant_root, "changes": changes}),
+        ),
+        PendingDetails::PermissionsApproval {
+            permissions,
+            cwd,
+            reason,
+        } => permission(
+            "Permissions",
+            json!({"permissions": permissions, "cwd": cwd, "reason": reason}),
+        ),
+        PendingDetails::Elicitation { details } => permission("McpElicitation", details),
+        PendingDetails::Question { questions } => {
+            let questions: Vec<Value> = questions
+                .into_iter()
+                .map(|q| {
+                    let header = q
+                        .header
+                        .filter(|h| !h.is_empty())
+                        .unwrap_or_else(|| q.question.chars().take(12).collect());
+                    let options: Vec<Value> = q
+                        .options
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|o| {
+                            let description = o
+                                .description
+                                .filter(|d| !d.is_empty())
+                                .unwrap_or_else(|| o.label.clone());
+                            json!({"label": o.label, "description": description})
+                        })
+                        .collect();
+                    json!({"id": q.id, "question": q.question, "header": header,
+                        "options": options, "multiSelect": false})
+                })
+                .collect();
+            Some((
+                "ask_user_question",
+                json!({"id": p.id, "sessionId": p.session_id, "questions": questions}),
+            ))
+        }
+        PendingDetails::ToolCall { .. } | PendingDetails::Other { .. } => None,
+    }
+}
+
+/// The broker's answers for a reference-001 response to `p`.
+fn answers(p: &PendingView, r: &PermissionResponse) -> Result<Vec<String>, ApiError> {
+    let message = r
+        .message
+        .as_deref()
+        .map(str::trim)
+        .filter(|m| !m.is_empty());
+    match (p.kind, r.action) {
+        (_, Action::Cancel) => Ok(vec!["cancel".into()]),
+        (PendingKind::ToolCall, Action::Deny) => Ok(vec![format!(
+            "error: {}",
+            message.unwrap_or("the user refused this tool call")
+        )]),
+        (PendingKind::Question, Action::Deny) => Ok(vec!["deny".into()]),
+        (_, Action::Deny) => Ok(vec![match message {
+            Some(m) => format!("deny: {m}"),
+            None => "deny".into(),
+        }]),
+        (PendingKind::Question, Action::Allow) => question_answers(p, r.updated_input.as_ref()),
+        (PendingKind::ToolCall | PendingKind::Other, Action::Allow) => {
+            let output = r
+                .updated_input
+                .as_ref()
+                .and_then(|u| u.get("output"))
+                .map(|o| {
+                    o.as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| o.to_string())
+                })
+                .or(message.map(str::to_owned))
+                .ok_or_else(|| {
+                    ApiError::unprocessable(
+                        "invalid_answer",
+                        "this request takes an answer: updatedInput {\"output\": \"...\"}",
+                    )
+                })?;
+            Ok(vec![output])
+        }
+        (_, Action::Allow) if r.for_session == Some(true) => Ok(vec!["approve for session".into()]),
+        (_, Action::Allow) => Ok(vec!["approve".into()]),
+    }
+}
+
+/// One answer per question, from `updatedInput.answers`: an object keyed by `q<index>`, the
+/// question id or the question text, or a list in question order.
+fn question_answers(p: &PendingView, input: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let questions = match p.typed_details() {
+        PendingDetails::Question { questions } => questions,
+        _ => Vec::new(),
+    };
+    let given = input.and_then(|u| u.get("answers")).ok_or_else(|| {
+        ApiError::unprocessable(
+            "invalid_answer",
+            "a question takes updatedInput {\"answers\": {\"q0\": \"<option label>\"}}",
+        )
+    })?;
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a
+            .first()
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        other => other.to_string(),
+    };
+    match given {
+        Value::Array(list) => Ok(list.iter().map(text).collect()),
+        Value::Object(map) => questions
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                [format!("q{i}"), q.id.clone(), q.question.clone()]
+                    .iter()
+                    .find_map(|k| map.get(k))
+                    .map(text)
+                    .ok_or_else(|| {
+                        ApiError::unprocessable(
+                            "invalid_answer",
+                            format!("no answer for question {i} (key \"q{i}\")"),
+                        )
+                    })
+            })
+            .collect(),
+        _ => Err(ApiError::unprocessable(
+            "invalid_answer",
+            "updatedInput.answers must be an object or a list",
+        )),
+    }
+}
+
+#[utoipa::path(post, path = "/api/codex/permission/respond", tag = "permissions",
+    request_body = PermissionResponse,
+    responses((status = 200, body = PermissionResolved), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn respond(
+    State(st): State<AppState>,
+    Body(r): Body<PermissionResponse>,
+) -> Result<Json<PermissionResolved>, ApiError> {
+    let resolution = match st.relay.pending_by_id(&r.id) {
+        Some(p) => {
+            let answers = answers(&p, &r)?;
+            st.relay.respond(&p.session_id, &r.id, &answers, BY).await?
+        }
+        // Gone: the engine says whether it was resolved (409) or never existed (404).
+        None => {
+            st.relay
+                .respond_by_id(&r.id, &["cancel".into()], BY)
+                .await?
+        }
+    };
+    Ok(Json(PermissionResolved {
+        id: resolution.id,
+        decision: resolution.decision,
+        by: resolution.by,
+        reason: resolution.reason,
+    }))
+}
+
+/// Open requests of every session, oldest first.
+#[utoipa::path(get, path = "/api/codex/permission/pending", tag = "permissions",
+    responses((status = 200, description = "open requests: PendingView objects with sessionId",
+        body = Vec<Object>)))]
+pub async fn pending(State(st): State<AppState>) -> Json<Vec<PendingView>> {
+    Json(st.relay.pending(None))
+}

@@ -1,0 +1,112 @@
+//! `GET /api/stream`: one Server-Sent Events stream for the whole relay (sessions created,
+//! status changes, closes, requests opened and resolved), so a dashboard needs one connection.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use codex_relay_core::{Ev, PendingView, RelayEvent};
+use futures::Stream;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::AppState;
+use crate::sse::KEEP_ALIVE;
+
+/// The dashboard events one relay event makes (most make none).
+fn events_for(relay: &codex_relay_core::Relay, ev: &RelayEvent) -> Vec<Event> {
+    let event = |kind: &str, data: Value| Event::default().event(kind).data(data.to_string());
+    match ev {
+        RelayEvent::SessionCreated(s) => vec![event(
+            "session_created",
+            json!({"sessionId": s.session_id, "status": s.status, "cwd": s.cwd, "model": s.model}),
+        )],
+        RelayEvent::Logged {
+            session_id,
+            envelope,
+        } => match &envelope.ev {
+            Ev::Status { status } => {
+                let snap = relay.status(session_id).ok();
+                let data = json!({"sessionId": &**session_id, "status": status,
+                    "cwd": snap.as_ref().and_then(|s| s.cwd.clone()),
+                    "model": snap.as_ref().and_then(|s| s.model.clone()),
+                    "usage": snap.as_ref().and_then(|s| s.usage.clone()),
+                    "seq": envelope.seq});
+                let kind = if status == "closed" {
+                    "session_closed"
+                } else {
+                    "session_status"
+                };
+                vec![event(kind, data)]
+            }
+            Ev::RequestOpened { request } => {
+                let mut out = vec![event("request_opened", request.clone())];
+                if let Ok(view) = serde_json::from_value::<PendingView>(request.clone())
+                    && let Some((kind, data)) = crate::permission::compat_event(&view)
+                {
+                    out.push(event(kind, data));
+                }
+                out
+            }
+            Ev::RequestResolved {
+                id,
+                decision,
+                by,
+                reason,
+            } => vec![event(
+                "request_resolved",
+                json!({"id": id, "sessionId": &**session_id, "decision": decision, "by": by,
+                    "reason": reason}),
+            )],
+            Ev::Usage { .. } => vec![event(
+                "session_usage",
+                json!({"sessionId": &**session_id,
+                    "usage": relay.status(session_id).ok().and_then(|s| s.usage)}),
+            )],
+            _ => Vec::new(),
+        },
+    }
+}
+
+#[utoipa::path(get, path = "/api/stream", tag = "streams",
+    responses((status = 200, content_type = "text/event-stream",
+        description = "events `session_created`, `session_status`, `session_closed`, `session_usage`, `request_opened`, `request_resolved`, `permission_request`, `ask_user_question`, `lagged`")))]
+pub async fn stream(
+    State(st): State<AppState>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let mut feed = st.relay.subscribe();
+    let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(256);
+    let relay = st.relay.clone();
+    let metrics = st.metrics.clone();
+    metrics.sse_subscribers.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                n = feed.recv() => n,
+                _ = tx.closed() => break,
+            };
+            let events = match next {
+                Ok(ev) => events_for(&relay, &ev),
+                // Fell behind: say so; the client re-reads `GET /api/sessions`.
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    vec![
+                        Event::default()
+                            .event("lagged")
+                            .data(json!({"missed": n}).to_string()),
+                    ]
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            };
+            for e in events {
+                if tx.send(Ok(e)).await.is_err() {
+                    break;
+                }
+            }
+        }
+        metrics.sse_subscribers.fetch_sub(1, Ordering::Relaxed);
+    });
+    Sse::new(ReceiverStream::new(rx))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+}

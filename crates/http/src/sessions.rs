@@ -1,0 +1,238 @@
+//! The session endpoints: create, list, snapshot, message, interrupt, close, event history.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use codex_relay_core::{ListFilter, SayInput, SayOutcome, SessionStatus};
+use codex_relay_mcp::params::StartParams;
+
+use crate::AppState;
+use crate::error::{ApiError, Body, ErrorBody};
+use crate::types::*;
+
+/// Events one history page returns at most.
+const MAX_PAGE: usize = 1000;
+
+#[utoipa::path(post, path = "/api/sessions", tag = "sessions", request_body = CreateSession,
+    responses((status = 201, body = Created), (status = 422, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+pub async fn create(
+    State(st): State<AppState>,
+    Body(body): Body<CreateSession>,
+) -> Result<(StatusCode, Json<Created>), ApiError> {
+    let plan_mode = body.plan_mode.unwrap_or(false);
+    let developer_instructions = body.developer_instructions.clone();
+    let params = StartParams {
+        prompt: body.prompt,
+        working_directory: body.cwd,
+        model: body.model,
+        approval_policy: body.approval_policy,
+        sandbox: body.sandbox,
+        full_auto: body.full_auto,
+        profile: body.profile,
+        config: body.config,
+        base_instructions: body.base_instructions,
+        images: body.images,
+        skip_git_repo_check: None,
+        dangerously_bypass_approvals_and_sandbox: body.dangerously_bypass_approvals_and_sandbox,
+        output_schema: body.output_schema,
+    };
+    let mut opts = codex_relay_mcp::tools::create_options(params)
+        .map_err(|e| ApiError::unprocessable("invalid_options", e.0))?;
+    opts.plan_mode = plan_mode;
+    opts.developer_instructions = developer_instructions;
+    let (handle, first) = st.relay.create(opts).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(Created {
+            session_id: handle.id().to_owned(),
+            turn_id: first.map(|f| f.turn_id().to_owned()),
+            status: handle.snapshot().status.as_str().to_owned(),
+        }),
+    ))
+}
+
+#[utoipa::path(get, path = "/api/sessions", tag = "sessions", params(ListQuery),
+    responses((status = 200, body = SessionList), (status = 400, body = ErrorBody)))]
+pub async fn list(
+    State(st): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<SessionList>, ApiError> {
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let offset: usize = match &q.cursor {
+        Some(c) => c
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("cursor {c:?} is not a nextCursor")))?,
+        None => 0,
+    };
+    let status = match &q.status {
+        Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "status {s:?} is not one of active, awaiting_approval, awaiting_input, idle, interrupted, error, closed"
+            ))
+        })?),
+        None => None,
+    };
+    // Rows are newest first; a page is a window of the filtered list.
+    let rows = st
+        .relay
+        .list(ListFilter {
+            cwd: q.cwd.clone(),
+            limit: Some(if status.is_some() {
+                usize::MAX / 2
+            } else {
+                offset + limit + 1
+            }),
+        })
+        .await?;
+    let mut rows: Vec<_> = rows
+        .into_iter()
+        .filter(|r| status.is_none() || r.status == status)
+        .skip(offset)
+        .take(limit + 1)
+        .collect();
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let sessions = rows
+        .into_iter()
+        .map(|r| {
+            let snap = r
+                .owned
+                .then(|| st.relay.status(&r.session_id).ok())
+                .flatten();
+            SessionRow {
+                status: r.status.map(|s| s.as_str().to_owned()),
+                model: snap.as_ref().and_then(|s| s.model.clone()),
+                usage: snap
+                    .and_then(|s| s.usage)
+                    .and_then(|u| serde_json::to_value(u).ok()),
+                session_id: r.session_id,
+                cwd: r.cwd,
+                preview: r.preview,
+                updated_at: r.updated_at,
+                source: r.source,
+                owned: r.owned,
+                live: r.live,
+                agents: r.agents.iter().map(crate::types::agent_view).collect(),
+            }
+        })
+        .collect();
+    Ok(Json(SessionList {
+        sessions,
+        next_cursor: more.then(|| (offset + limit).to_string()),
+    }))
+}
+
+#[utoipa::path(get, path = "/api/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    responses((status = 200, body = SessionView), (status = 404, body = ErrorBody)))]
+pub async fn get(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
+    Ok(Json(st.relay.status(&id)?.into()))
+}
+
+#[utoipa::path(post, path = "/api/sessions/{id}/messages", tag = "sessions",
+    params(("id" = String, Path, description = "session id")), request_body = Message,
+    responses((status = 200, body = Said), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn message(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Body(m): Body<Message>,
+) -> Result<Json<Said>, ApiError> {
+    if m.text.trim().is_empty() {
+        return Err(ApiError::unprocessable(
+            "empty_message",
+            "text is empty; say what Codex should do",
+        ));
+    }
+    let cwd = st.relay.status(&id).ok().and_then(|s| s.cwd);
+    let images = m
+        .images
+        .iter()
+        .map(|i| image(i, cwd.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcome = st
+        .relay
+        .say(
+            &id,
+            SayInput {
+                text: m.text,
+                images,
+                ..Default::default()
+            },
+        )
+        .await?;
+    let mode = match &outcome {
+        SayOutcome::Started { .. } => "started",
+        SayOutcome::Steered { .. } => "steered",
+    };
+    Ok(Json(Said {
+        mode: mode.into(),
+        turn_id: outcome.turn_id().to_owned(),
+    }))
+}
+
+/// An image for Codex, as `codex_say` takes it: a URL passes; a local file (relative to the
+/// session's cwd) must exist.
+fn image(i: &str, cwd: Option<&str>) -> Result<String, ApiError> {
+    if ["http://", "https://", "data:"]
+        .iter()
+        .any(|p| i.starts_with(p))
+    {
+        return Ok(i.to_owned());
+    }
+    let path = match cwd {
+        Some(dir) => std::path::Path::new(dir).join(i),
+        None => std::path::PathBuf::from(i),
+    };
+    if !path.is_file() {
+        return Err(ApiError::unprocessable(
+            "invalid_image",
+            format!(
+                "image {i:?} is not a file here ({}); pass an existing file or an http(s)/data URL",
+                path.display()
+            ),
+        ));
+    }
+    Ok(path.display().to_string())
+}
+
+#[utoipa::path(post, path = "/api/sessions/{id}/interrupt", tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    responses((status = 200, body = Interrupted), (status = 404, body = ErrorBody)))]
+pub async fn interrupt(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Interrupted>, ApiError> {
+    let interrupted = st.relay.interrupt(&id).await?;
+    Ok(Json(Interrupted { interrupted }))
+}
+
+#[utoipa::path(delete, path = "/api/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "session id"), CloseQuery),
+    responses((status = 204, description = "closed"), (status = 404, body = ErrorBody)))]
+pub async fn close(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<CloseQuery>,
+) -> Result<StatusCode, ApiError> {
+    st.relay.close(&id, q.force.unwrap_or(false)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(get, path = "/api/sessions/{id}/events", tag = "sessions",
+    params(("id" = String, Path, description = "session id"), EventsQuery),
+    responses((status = 200, body = EventPage), (status = 404, body = ErrorBody)))]
+pub async fn events(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+) -> Result<Json<EventPage>, ApiError> {
+    let last_seq = st.relay.status(&id)?.last_seq;
+    let limit = q.limit.unwrap_or(500).clamp(1, MAX_PAGE);
+    let events = st.relay.events(&id, q.after.unwrap_or(0), limit).await?;
+    Ok(Json(EventPage { events, last_seq }))
+}

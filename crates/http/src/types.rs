@@ -1,0 +1,270 @@
+//! The API's request and response bodies (what the OpenAPI document is generated from).
+
+use codex_relay_core::{PendingView, SessionSnapshot};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
+
+/// `POST /api/sessions`: the options of MCP's `codex_start` (same validation and messages),
+/// plus `planMode` and `developerInstructions`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateSession {
+    /// The task for Codex (the first message of the session).
+    pub prompt: String,
+    /// Directory the session works in (absolute, or relative to the relay's directory).
+    #[serde(alias = "workingDirectory")]
+    pub cwd: Option<String>,
+    /// Model override, e.g. "gpt-5-codex".
+    pub model: Option<String>,
+    /// `untrusted`, `on-failure`, `on-request` or `never`.
+    #[schema(value_type = Option<String>)]
+    pub approval_policy: Option<codex_relay_mcp::params::ApprovalPolicyParam>,
+    /// `read-only`, `workspace-write` or `danger-full-access`.
+    #[schema(value_type = Option<String>)]
+    pub sandbox: Option<codex_relay_mcp::params::SandboxParam>,
+    /// approvalPolicy "on-request" + sandbox "workspace-write" (explicit values win).
+    pub full_auto: Option<bool>,
+    /// No approvals and no sandbox; only for isolated environments.
+    pub dangerously_bypass_approvals_and_sandbox: Option<bool>,
+    /// A Codex profile for this session.
+    pub profile: Option<String>,
+    /// Codex config overrides (`-c key=value`).
+    #[schema(value_type = Option<Object>)]
+    pub config: Option<Map<String, Value>>,
+    pub base_instructions: Option<String>,
+    pub developer_instructions: Option<String>,
+    /// Local paths (relative to cwd) or http(s)/data URLs.
+    pub images: Option<Vec<String>>,
+    /// JSON Schema the first turn's final message must follow.
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Value>,
+    /// Run the first turn in plan mode, where the model may ask questions.
+    pub plan_mode: Option<bool>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Created {
+    pub session_id: String,
+    pub turn_id: Option<String>,
+    pub status: String,
+}
+
+/// `GET /api/sessions` filters.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only sessions working in this directory.
+    pub cwd: Option<String>,
+    /// Only sessions of this relay with this status (`active`, `idle`, `closed`, ...).
+    pub status: Option<String>,
+    /// Rows per page (default 50, at most 500).
+    pub limit: Option<usize>,
+    /// `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One row of `GET /api/sessions`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    pub session_id: String,
+    pub cwd: Option<String>,
+    /// The first user message, when Codex has one.
+    pub preview: Option<String>,
+    /// This relay's status for its sessions; null for threads other clients made.
+    pub status: Option<String>,
+    pub model: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Value>,
+    /// Unix milliseconds.
+    pub updated_at: i64,
+    /// `codex-relay`, or Codex's source (`cli`, `exec`, `vscode`, ...).
+    pub source: String,
+    /// Known to this relay.
+    pub owned: bool,
+    /// Attached in this relay's Codex right now.
+    pub live: bool,
+    /// Its sub-agents (threads it spawned, at any depth), nested here instead of listed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub agents: Vec<Value>,
+}
+
+/// A sub-agent as the API shows it: `{thread, parent, depth, nickname?, role?, invoke?,
+/// running}`.
+pub fn agent_view(a: &codex_relay_core::session::AgentInfo) -> Value {
+    let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
+    v["running"] = Value::Bool(a.turn.is_some());
+    v
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    pub sessions: Vec<SessionRow>,
+    pub next_cursor: Option<String>,
+}
+
+/// A session at a glance.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionView {
+    pub session_id: String,
+    /// `active`, `awaiting_approval`, `awaiting_input`, `idle`, `interrupted`, `error`, `closed`.
+    pub status: String,
+    pub cwd: Option<String>,
+    pub model: Option<String>,
+    pub turn_count: u64,
+    pub current_turn: Option<String>,
+    /// The seq of the newest logged event.
+    pub last_seq: u64,
+    /// The final message of the last completed turn (parsed JSON with an output schema).
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    pub last_error: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Value>,
+    /// Open requests: `{id, sessionId, kind, question, options, details, turn, createdAt,
+    /// deadline}`.
+    #[schema(value_type = Vec<Object>)]
+    pub pending: Vec<PendingView>,
+    /// Sub-agents the session's thread spawned: `{thread, parent, depth, nickname?, role?,
+    /// invoke?, running}`.
+    #[schema(value_type = Vec<Object>)]
+    pub agents: Vec<Value>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl From<SessionSnapshot> for SessionView {
+    fn from(s: SessionSnapshot) -> Self {
+        Self {
+            session_id: s.session_id,
+            status: s.status.as_str().to_owned(),
+            cwd: s.cwd,
+            model: s.model,
+            turn_count: s.turn_count,
+            current_turn: s.current_turn,
+            last_seq: s.last_seq,
+            result: s.result,
+            last_error: s.last_error,
+            usage: s.usage.and_then(|u| serde_json::to_value(u).ok()),
+            pending: s.pending,
+            agents: s.agents.iter().map(agent_view).collect(),
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+}
+
+/// `POST /api/sessions/{id}/messages`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Message {
+    pub text: String,
+    /// Local paths or http(s)/data URLs.
+    #[serde(default)]
+    pub images: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Said {
+    /// `started` (a new turn) or `steered` (added to the running turn).
+    pub mode: String,
+    pub turn_id: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Interrupted {
+    /// False when no turn was running.
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CloseQuery {
+    /// Do not wait for the running turn to stop.
+    pub force: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Events with a seq greater than this (default 0).
+    pub after: Option<u64>,
+    /// At most this many (default 500, at most 1000).
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPage {
+    /// Session-protocol envelopes `{id, seq, time, role, turn?, ev: {t, ...}}` (docs/EVENTS.md).
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<std::sync::Arc<codex_relay_core::Envelope>>,
+    /// The newest seq of the session (more events follow when it is above the last one here).
+    pub last_seq: u64,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StreamQuery {
+    /// Resume after this seq (the `Last-Event-ID` header wins when both are given).
+    pub after: Option<u64>,
+}
+
+/// `POST /api/codex/permission/respond` (reference-001 compatible).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionResponse {
+    /// The id of the `permission_request` / `ask_user_question` event.
+    pub id: String,
+    pub action: Action,
+    /// For questions: `{"answers": {"q0": "label"}}` (or keyed by question id, or a list);
+    /// for tool calls: `{"output": "..."}`.
+    #[schema(value_type = Option<Object>)]
+    pub updated_input: Option<Value>,
+    /// With `deny`: the reason, passed on to the model.
+    pub message: Option<String>,
+    /// With `allow` on an approval: approve for the rest of the session.
+    pub for_session: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Allow,
+    Deny,
+    Cancel,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionResolved {
+    pub id: String,
+    /// `approve`, `approve for session`, `deny`, `cancel`, `answer`, `error`.
+    pub decision: String,
+    /// Who answered (`http` here).
+    pub by: String,
+    pub reason: Option<String>,
+}
+
+/// Health of the relay.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// `ok` or `degraded`.
+    pub status: String,
+    pub codex: Check,
+    pub store: Check,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Check {
+    pub ok: bool,
+    pub detail: String,
+}

@@ -1,0 +1,192 @@
+// One session: its header (status, cwd, model, tokens, interrupt), the timeline streamed from
+// /api/sessions/{id}/stream (history first, then live; resumed after the last seq seen), and a
+// follow-up box that starts a turn when idle and steers the running one otherwise.
+
+import { get, post, del } from './api.js';
+import { h, tokens, statusBadge, running } from './dom.js';
+
+const BUSY = {
+  active: 'Codex is working',
+  awaiting_approval: 'Codex waits for your approval',
+  awaiting_input: 'Codex waits for your answer',
+};
+import { openStream } from './stream.js';
+import { Timeline } from './timeline.js';
+import { setBase } from './diff.js';
+
+export function sessionView(root, id, { onRelayEvent }) {
+  const path = `/api/sessions/${encodeURIComponent(id)}`;
+  let status = null;
+  let lastSeq = 0;
+  let applied = 0;
+
+  const statusSlot = h('span', { class: 'status-slot', role: 'status', 'aria-live': 'polite' });
+  const cwd = h('code', { class: 'cwd' });
+  const model = h('span', { class: 'model' });
+  const usage = h('span', { class: 'usage' });
+  const pendingNote = h('a', { class: 'badge pending', href: '#', hidden: true, onclick: (e) => { e.preventDefault(); root.querySelector('.card.request:not(.resolved)')?.scrollIntoView({ behavior: 'smooth', block: 'center' }); } });
+  const interrupt = h('button', { class: 'button danger-outline small', type: 'button', disabled: true, onclick: stop }, 'Interrupt');
+  const close = h('button', { class: 'button small', type: 'button', onclick: closeSession }, 'Close');
+  const notice = h('p', { class: 'notice', role: 'alert' });
+  const streamState = h('span', { class: 'stream-state', role: 'status' });
+  const events = h('div', { class: 'timeline', 'aria-label': 'Session events', role: 'log' });
+
+  const input = h('textarea', { name: 'text', rows: 2, placeholder: 'Message Codex', 'aria-label': 'Message' });
+  const send = h('button', { class: 'button primary', type: 'submit' }, 'Send');
+  const hint = h('span', { class: 'hint' });
+  const composer = h('form', { class: 'composer', onsubmit: say }, input, send, hint);
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && window.matchMedia('(pointer: fine)').matches) {
+      e.preventDefault();
+      composer.requestSubmit();
+    }
+  });
+
+  root.append(
+    h('div', { class: 'session-head' },
+      h('div', { class: 'line1' },
+        h('a', { class: 'back', href: '#/', 'aria-label': 'Back to sessions' }, '←'),
+        h('h1', { class: 'title' }, 'Session'),
+        statusSlot, pendingNote),
+      h('div', { class: 'line2' }, cwd, model, usage, streamState),
+      h('div', { class: 'line3' }, interrupt, close)),
+    notice, events, composer);
+
+  const timeline = new Timeline(events, {
+    onStatus: setStatus,
+    onUsage: (u) => { usage.textContent = tokens(u) || ''; },
+    onRequest: (n) => {
+      pendingNote.hidden = n === 0;
+      pendingNote.textContent = n === 1 ? '1 waiting for you' : `${n} waiting for you`;
+    },
+  });
+
+  function setStatus(s) {
+    status = s;
+    statusSlot.replaceChildren(statusBadge(s));
+    const busy = running(s);
+    interrupt.disabled = !busy;
+    close.disabled = s === 'closed';
+    send.textContent = busy ? 'Steer' : 'Send';
+    input.placeholder = busy ? 'Add to the running turn (steer)' : s === 'closed' ? 'Closed; a message resumes it' : 'Follow up';
+    hint.textContent = busy ? `${BUSY[s]}; a message now steers the turn.` : '';
+    root.dataset.status = s;
+  }
+
+  async function load() {
+    try {
+      const s = await get(path);
+      document.title = `codex-relay · ${s.cwd ?? id}`;
+      cwd.textContent = s.cwd ?? '';
+      setBase(s.cwd);
+      cwd.title = s.cwd ?? '';
+      model.textContent = s.model ?? '';
+      usage.textContent = tokens(s.usage) || '';
+      if (status === null) setStatus(s.status);
+    } catch (e) {
+      notice.textContent = e.status === 404 ? `No session ${id}: ${e.message}` : e.message;
+    }
+  }
+
+  let title = false;
+  let ended = false;
+  // Opened again after the stream ended (the session closed) and a message resumed it.
+  const connect = () => openStream(`${path}/stream`, {
+    after: lastSeq,
+    handlers: {
+      envelope(env) {
+        // A resumed stream starts after the last seq; anything at or below it was shown already.
+        if (env.seq <= lastSeq) return;
+        lastSeq = env.seq;
+        applied += 1;
+        // What the browser test compares with the log: every seq applied once, none skipped.
+        root.dataset.lastSeq = String(lastSeq);
+        root.dataset.applied = String(applied);
+        if (!title && env.role === 'user' && env.ev && env.ev.t === 'text') {
+          title = true;
+          root.querySelector('.title').textContent = env.ev.text.split('\n')[0].slice(0, 120);
+        }
+        timeline.apply(env);
+      },
+      delta(d) {
+        timeline.delta(d);
+      },
+    },
+    // Reconnect unless the session is unknown here (a 401 sends the person to log in).
+    async retry() {
+      try {
+        await get(path);
+        return true;
+      } catch (e) {
+        if (e.status !== 404) return true;
+        notice.textContent = e.message;
+        return false;
+      }
+    },
+    onState(state) {
+      ended = state === 'ended' || state === 'gone';
+      streamState.textContent = { live: 'live', ended: 'stream ended', gone: 'not found' }[state] ?? 'reconnecting…';
+      streamState.dataset.state = state;
+    },
+  });
+  let stream = null;
+  let left = false;
+
+  const off = onRelayEvent((kind, d) => {
+    if (kind === 'resync') load();
+    if (d && d.sessionId === id && kind === 'session_usage') usage.textContent = tokens(d.usage) || '';
+  });
+
+  async function say(e) {
+    e.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    send.disabled = true;
+    notice.textContent = '';
+    try {
+      const r = await post(`${path}/messages`, { text });
+      input.value = '';
+      if (ended && stream) {
+        stream.close();
+        stream = connect();
+      }
+      hint.textContent = r.mode === 'steered' ? 'Added to the running turn.' : '';
+    } catch (err) {
+      notice.textContent = err.message;
+    } finally {
+      send.disabled = false;
+    }
+  }
+
+  async function stop() {
+    interrupt.disabled = true;
+    try {
+      const r = await post(`${path}/interrupt`);
+      if (!r.interrupted) notice.textContent = 'No turn was running.';
+    } catch (err) {
+      notice.textContent = err.message;
+      interrupt.disabled = false;
+    }
+  }
+
+  async function closeSession() {
+    if (!confirm('Close this session? Codex stops working on it; its history stays.')) return;
+    try {
+      await del(path);
+    } catch (err) {
+      notice.textContent = err.message;
+    }
+  }
+
+  // The snapshot first (the directory that diffs are shown relative to), then the stream.
+  load().finally(() => {
+    if (!left) stream = connect();
+  });
+  return {
+    leave() {
+      left = true;
+      if (stream) stream.close();
+      off();
+    },
+  };
+}
