@@ -1,0 +1,75 @@
+//! `codex-relay mcp-server`: the legacy `codex mcp-server` contract over stdio (see
+//! docs/LEGACY.md), and its HTTP endpoint for `serve` at `/mcp-server`.
+
+use std::process::ExitCode;
+
+use codex_relay_core::Relay;
+use codex_relay_legacy::{LegacyMcp, LegacyOptions};
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{EngineArgs, shutdown_signal};
+
+#[derive(clap::Args)]
+pub struct LegacyArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Also offer the six codex_* tools (codex_start, codex_status, ...) beside codex and
+    /// codex-reply.
+    #[arg(long)]
+    with_session_tools: bool,
+}
+
+pub async fn mcp_server(args: LegacyArgs) -> anyhow::Result<ExitCode> {
+    let relay = args.engine.open().await?;
+    let options = LegacyOptions {
+        session_tools: args.with_session_tools,
+    };
+    let result = tokio::select! {
+        r = codex_relay_legacy::serve_stdio(relay.clone(), options) => r.map_err(anyhow::Error::from),
+        _ = shutdown_signal() => Ok(()),
+    };
+    relay.shutdown().await;
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+pub fn http(
+    relay: Relay,
+    session_tools: bool,
+    hosts: Vec<String>,
+    stop: CancellationToken,
+) -> StreamableHttpService<LegacyMcp, LocalSessionManager> {
+    codex_relay_legacy::http_service(relay, LegacyOptions { session_tools }, hosts, stop)
+}
+
+/// The largest request body `/mcp-server` reads to narrow client answers (see
+/// `codex_relay_legacy::wire`); MCP messages from clients are small.
+const MAX_BODY: usize = 16 << 20;
+
+/// Reads client answers posted to `/mcp-server` the way the legacy server read them: a result
+/// with a `decision` counts by that field alone.
+pub async fn narrow_answers(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(e) => {
+            return (axum::http::StatusCode::PAYLOAD_TOO_LARGE, e.to_string()).into_response();
+        }
+    };
+    let narrowed = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|mut v| codex_relay_legacy::wire::narrow(&mut v).then(|| v.to_string()));
+    let bytes = narrowed.map(axum::body::Bytes::from).unwrap_or(bytes);
+    let mut parts = parts;
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
+}
