@@ -1,7 +1,11 @@
 //! The `codex-relay` command line.
 
+mod demo;
+mod demo_model;
 mod doctor;
 mod engine;
+mod http_front;
+mod legacy;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -31,8 +35,11 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Serve MCP over stdio: Codex as six tools for Claude, Cursor, Codex itself, ...
     Mcp(serve::McpArgs),
-    /// Serve MCP over streamable HTTP at /mcp (loopback by default).
+    /// Serve the web UI, the HTTP API (/api, Server-Sent Events) and MCP at /mcp (loopback by
+    /// default).
     Serve(serve::ServeArgs),
+    /// Serve the legacy `codex mcp-server` contract over stdio (`codex` and `codex-reply`).
+    McpServer(legacy::LegacyArgs),
 }
 
 #[tokio::main]
@@ -49,6 +56,7 @@ async fn main() -> std::process::ExitCode {
         Command::Doctor(args) => doctor::run(args).await,
         Command::Mcp(args) => serve::mcp(args).await,
         Command::Serve(args) => serve::serve(args).await,
+        Command::McpServer(args) => legacy::mcp_server(args).await,
     };
     match result {
         Ok(code) => code,
