@@ -197,6 +197,22 @@ fn item_started(item: &ThreadItem) -> Option<Ev> {
     }
 }
 
+/// Whether an item in Codex's record is over (messages always are).
+pub fn item_finished(item: &ThreadItem) -> bool {
+    let status = match item {
+        ThreadItem::CommandExecution(i) => i.status,
+        ThreadItem::FileChange(i) => i.status,
+        ThreadItem::DynamicToolCall(i) => i.status,
+        ThreadItem::McpToolCall(i) => i.status,
+        ThreadItem::CollabAgentToolCall(i) => i.status,
+        ThreadItem::UserMessage(_)
+        | ThreadItem::AgentMessage(_)
+        | ThreadItem::Reasoning(_)
+        | ThreadItem::Other(_) => ItemStatus::Completed,
+    };
+    status != ItemStatus::InProgress
+}
+
 fn end_status(s: ItemStatus) -> ToolEndStatus {
     match s {
         ItemStatus::Completed => ToolEndStatus::Completed,

@@ -438,8 +438,10 @@ impl Relay {
         if let Some(server) = self.inner.servers.take().await {
             server.shutdown(Duration::from_secs(2)).await;
         }
-        if let Err(e) = self.inner.store.flush().await {
-            tracing::error!("flushing the store at shutdown failed: {e}");
+        match self.inner.store.flush().await {
+            // Everything is committed: the spool is not needed to recover this run.
+            Ok(()) => self.inner.store.release_spool(),
+            Err(e) => tracing::error!("flushing the store at shutdown failed: {e}"),
         }
     }
 

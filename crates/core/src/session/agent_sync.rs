@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use codex_relay_protocol::v2::{
-    ItemNotification, ItemStatus, ServerNotification, ThreadItem, ThreadResume, ThreadResumeParams,
+    ItemNotification, ServerNotification, ThreadItem, ThreadResume, ThreadResumeParams,
     ThreadStartResponse, TurnNotification, TurnStatus,
 };
 
@@ -93,7 +93,7 @@ impl Actor {
                     item: item.clone(),
                 };
                 self.on_notification(&ServerNotification::ItemStarted(note(item)), &mut events);
-                if item_finished(item) {
+                if crate::mapper::item_finished(item) {
                     self.on_notification(
                         &ServerNotification::ItemCompleted(note(item)),
                         &mut events,
@@ -106,20 +106,4 @@ impl Actor {
         }
         self.flush(Vec::new(), events, false);
     }
-}
-
-/// Whether an item in a thread's history is over (messages always are).
-fn item_finished(item: &ThreadItem) -> bool {
-    let status = match item {
-        ThreadItem::CommandExecution(i) => i.status,
-        ThreadItem::FileChange(i) => i.status,
-        ThreadItem::DynamicToolCall(i) => i.status,
-        ThreadItem::McpToolCall(i) => i.status,
-        ThreadItem::CollabAgentToolCall(i) => i.status,
-        ThreadItem::UserMessage(_)
-        | ThreadItem::AgentMessage(_)
-        | ThreadItem::Reasoning(_)
-        | ThreadItem::Other(_) => ItemStatus::Completed,
-    };
-    status != ItemStatus::InProgress
 }

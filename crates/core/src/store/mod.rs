@@ -4,6 +4,7 @@ mod error;
 mod open;
 mod postgres;
 mod records;
+mod spool;
 mod sqlite;
 mod stats;
 mod writer;
@@ -31,6 +32,10 @@ pub struct StoreOptions {
     /// the batch is full or someone flushes), so the many small bursts of one Codex turn cost
     /// one transaction instead of one each. Default 10 ms.
     pub linger: std::time::Duration,
+    /// Where queued writes are spooled before clients see them, so a relay killed before its
+    /// writer committed them loses nothing (replayed on the next open). Default: `<file>.spool`
+    /// beside a SQLite file; none for Postgres or in-memory SQLite unless set.
+    pub spool: Option<std::path::PathBuf>,
 }
 
 impl Default for StoreOptions {
@@ -39,6 +44,7 @@ impl Default for StoreOptions {
             raw_lines_per_session: 5000,
             max_batch: 4096,
             linger: std::time::Duration::from_millis(10),
+            spool: None,
         }
     }
 }
@@ -82,6 +88,7 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     ops: mpsc::UnboundedSender<Op>,
+    spool: Option<Arc<spool::Spool>>,
     /// Set once a write was dropped because the store is closed (logged once).
     dropped_logged: AtomicBool,
     stats: Arc<StoreStats>,
@@ -108,15 +115,53 @@ impl Store {
         let pool = open::open(target).await?;
         let (ops, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(StoreStats::default());
-        tokio::spawn(writer::run(pool.clone(), rx, options, stats.clone()));
-        Ok(Store {
+        let spool_dir = options
+            .spool
+            .clone()
+            .or_else(|| open::default_spool(target));
+        let mut replay = Vec::new();
+        let spool = match spool_dir {
+            Some(dir) => match spool::Spool::open(&dir) {
+                Ok(Some((spool, left))) => {
+                    replay = left;
+                    Some(Arc::new(spool))
+                }
+                Ok(None) => {
+                    tracing::warn!(dir = %dir.display(), "another relay holds this spool; writes are not spooled");
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), "cannot open the spool; writes are not spooled: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
+        tokio::spawn(writer::run(
+            pool.clone(),
+            rx,
+            options,
+            stats.clone(),
+            spool.clone(),
+        ));
+        let store = Store {
             inner: Arc::new(Inner {
                 pool,
                 ops,
+                spool,
                 dropped_logged: AtomicBool::new(false),
                 stats,
             }),
-        })
+        };
+        if !replay.is_empty() {
+            // Writes the last run queued but did not commit (it died in the linger window).
+            tracing::info!(writes = replay.len(), "replaying spooled writes");
+            for item in replay {
+                store.send(Op::Write(item));
+            }
+            store.flush().await?;
+        }
+        Ok(store)
     }
 
     /// `"sqlite"` or `"postgres"`.
@@ -133,6 +178,16 @@ impl Store {
     }
 
     fn enqueue(&self, op: Op) {
+        match (&self.inner.spool, op) {
+            // A write after close() is dropped, not spooled for the next run.
+            (Some(spool), Op::Write(item)) if !self.inner.ops.is_closed() => {
+                spool.append(item, |item| self.send(Op::Write(item)))
+            }
+            (_, op) => self.send(op),
+        }
+    }
+
+    fn send(&self, op: Op) {
         if matches!(op, Op::Write(_)) {
             self.inner.stats.enqueued();
         }
@@ -176,6 +231,13 @@ impl Store {
             .send(Op::Flush(tx))
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Lets another relay take this store's spool directory (after a flush, at shutdown).
+    pub fn release_spool(&self) {
+        if let Some(spool) = &self.inner.spool {
+            spool.release();
+        }
     }
 
     /// All sessions, most recently updated first.
@@ -266,6 +328,9 @@ impl Store {
             Err(_) => Ok(()),
         };
         on_pool!(&self.inner.pool, |p| p.close().await);
+        if let (Some(spool), Ok(())) = (&self.inner.spool, &result) {
+            spool.release();
+        }
         result
     }
 }

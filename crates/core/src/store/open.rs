@@ -55,6 +55,14 @@ pub(crate) async fn open(target: &str) -> Result<Pool, StoreError> {
     }
 }
 
+/// The spool a store gets unless one is configured: beside a SQLite file (`<file>.spool`).
+pub(crate) fn default_spool(target: &str) -> Option<std::path::PathBuf> {
+    match classify(target).ok()? {
+        Target::SqlitePath(path) => Some(format!("{path}.spool").into()),
+        Target::Postgres(_) | Target::SqliteUrl(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Target, classify};

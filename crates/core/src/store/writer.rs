@@ -256,7 +256,10 @@ pub(crate) async fn run(
     mut rx: mpsc::UnboundedReceiver<Op>,
     options: StoreOptions,
     stats: std::sync::Arc<super::StoreStats>,
+    spool: Option<Arc<super::spool::Spool>>,
 ) {
+    // Writes received so far, in the order the spool numbered them.
+    let mut received: u64 = 0;
     let cap = options.max_batch.max(1);
     let keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
     let mut unreported: Option<StoreError> = None;
@@ -269,7 +272,10 @@ pub(crate) async fn run(
         loop {
             while let Some(op) = next.take() {
                 match op {
-                    Op::Write(item) => items.push(item),
+                    Op::Write(item) => {
+                        received += 1;
+                        items.push(item);
+                    }
                     Op::Flush(tx) => flush_waiters.push(tx),
                     Op::Close(tx) => {
                         close_waiters.push(tx);
@@ -299,6 +305,9 @@ pub(crate) async fn run(
             stats.committed(items.len(), started.elapsed());
             tracing::trace!(writes = items.len(), elapsed = ?started.elapsed(), "store batch committed");
             items.clear();
+            if let Some(spool) = &spool {
+                spool.committed(received);
+            }
         }
         if !flush_waiters.is_empty() {
             let result = unreported.take().map_or(Ok(()), Err);

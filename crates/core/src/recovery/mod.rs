@@ -1,0 +1,131 @@
+//! Bringing a relay back after a restart: sessions and their history from the store (dormant
+//! until the next `say`), turns the restart cut closed and completed from Codex's own record
+//! ([`plan`]), and requests that were pending when it stopped, resolved as declined.
+
+mod plan;
+
+use std::time::Duration;
+
+use codex_relay_protocol::v2::{ThreadRead, ThreadReadParams, Turn};
+use serde_json::json;
+
+use crate::broker::Resolution;
+use crate::error::RelayError;
+use crate::event::Ev;
+use crate::relay::Relay;
+use crate::session::{SessionShared, SessionStatus};
+
+pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
+    let store = relay.store().clone();
+    let records = store.sessions().await?;
+    for rec in &records {
+        // The session row is written when the status changes; events logged after that are
+        // only in the events table. Continue after the last stored event, or the events
+        // appended below would reuse its seqs (and the store would keep the old ones).
+        let mut rec = rec.clone();
+        rec.last_seq = rec.last_seq.max(store.last_seq(&rec.id).await?);
+        let state = SessionShared::restored_state(&rec);
+        let restored_status = state.status;
+        let shared = SessionShared::new(
+            rec.id.clone(),
+            store.clone(),
+            relay.inner.config.event_buffer,
+            state,
+        );
+        relay.spawn_session(shared.clone(), None, &[]);
+        if Some(restored_status) != SessionStatus::parse(&rec.status) {
+            // It was running when the relay stopped: close what the restart cut.
+            let log = stored_log(&store, &rec.id).await?;
+            let codex_turns = codex_record(relay, &rec.thread_id, &log).await;
+            shared.append_all(plan::close_cut_turns(&log, &codex_turns));
+            shared.append(
+                crate::event::Role::System,
+                None,
+                Ev::Status {
+                    status: restored_status.as_str().into(),
+                },
+            );
+            shared.persist();
+        }
+    }
+    let why = "the relay restarted; the Codex process that asked is gone";
+    for mut p in store.pending(None, true).await? {
+        let resolution = Resolution {
+            id: p.id.clone(),
+            decision: "deny".into(),
+            by: "relay-restart".into(),
+            reason: Some(why.into()),
+        };
+        p.resolution = Some(json!(resolution).to_string());
+        store.upsert_pending(p.clone());
+        relay.note(
+            &p.session_id,
+            Ev::RequestResolved {
+                id: p.id.clone(),
+                decision: "deny".into(),
+                by: "relay-restart".into(),
+                reason: Some(why.into()),
+            },
+        );
+        relay.inner.broker.remember(resolution);
+    }
+    if !records.is_empty() {
+        tracing::info!(sessions = records.len(), "restored sessions from the store");
+    }
+    Ok(())
+}
+
+/// A session's whole stored log.
+async fn stored_log(
+    store: &crate::store::Store,
+    id: &str,
+) -> Result<Vec<crate::event::Envelope>, RelayError> {
+    let mut log = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.events(id, after, 10_000).await?;
+        let Some(last) = page.last() else {
+            return Ok(log);
+        };
+        after = last.seq;
+        log.extend(
+            page.iter()
+                .filter_map(|e| serde_json::from_str(&e.json).ok()),
+        );
+    }
+}
+
+/// How long recovery waits for Codex's record of a cut thread before it closes the turns
+/// without it.
+const RECORD_WAIT: Duration = Duration::from_secs(15);
+
+/// Codex's own record of the turns the log left open (`thread/read`), so what Codex persisted
+/// and the log lacks (it was inside the store's linger window when the relay died) is
+/// appended. Empty when nothing is open or Codex cannot say; the turns are closed anyway.
+async fn codex_record(relay: &Relay, thread: &str, log: &[crate::event::Envelope]) -> Vec<Turn> {
+    if thread.is_empty() || plan::open_turns(log).iter().all(|t| t.origin.is_some()) {
+        return Vec::new();
+    }
+    let read = async {
+        let server = relay.server().await?;
+        let params = ThreadReadParams {
+            thread_id: thread.to_owned(),
+            include_turns: true,
+        };
+        server
+            .call::<ThreadRead>(&params)
+            .await
+            .map_err(|e| RelayError::from_resume(thread, e))
+    };
+    match tokio::time::timeout(RECORD_WAIT, read).await {
+        Ok(Ok(r)) => r.thread.turns,
+        Ok(Err(e)) => {
+            tracing::warn!(thread, "could not read Codex's record of a cut thread: {e}");
+            Vec::new()
+        }
+        Err(_) => {
+            tracing::warn!(thread, "Codex did not answer thread/read in time");
+            Vec::new()
+        }
+    }
+}

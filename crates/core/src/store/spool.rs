@@ -1,0 +1,218 @@
+//! The store's write-ahead spool: every queued write is appended to a local file before clients
+//! can see it, so a relay killed inside the writer's linger window loses nothing; the next
+//! start replays what the database lacks.
+//!
+//! Each write is one `write(2)` of one line, without `fsync`: it survives the relay's death
+//! (the kernel holds it), not the machine's. Files rotate at [`ROTATE_BYTES`] and are deleted
+//! once everything in them is committed.
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use super::writer::Item;
+use super::{PendingRecord, SessionRecord, StoredEvent};
+
+/// A spool file is sealed and a new one begun past this size.
+const ROTATE_BYTES: u64 = 4 << 20;
+
+/// One spooled write, as a line of JSON.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "w", rename_all = "lowercase")]
+enum Line {
+    Event {
+        s: String,
+        q: i64,
+        t: i64,
+        j: String,
+    },
+    Session(SessionRecord),
+    Pending(PendingRecord),
+}
+
+impl Line {
+    fn of(item: &Item) -> Option<Line> {
+        match item {
+            Item::Event(e) => Some(Line::Event {
+                s: e.session_id.clone(),
+                q: e.seq,
+                t: e.time,
+                j: e.json.clone(),
+            }),
+            Item::Session(s) => Some(Line::Session(s.clone())),
+            Item::Pending(p) => Some(Line::Pending(p.clone())),
+            // Raw Codex lines are diagnostics, kept only as far as the database has them.
+            Item::Raw { .. } => None,
+        }
+    }
+
+    fn into_item(self) -> Item {
+        match self {
+            Line::Event { s, q, t, j } => Item::Event(StoredEvent {
+                session_id: s,
+                seq: q,
+                time: t,
+                json: j,
+            }),
+            Line::Session(s) => Item::Session(s),
+            Line::Pending(p) => Item::Pending(p),
+        }
+    }
+}
+
+/// The spool of one store. Writes are numbered in the order they were queued; the writer
+/// reports how many it has committed, and sealed files wholly below that are deleted.
+pub(crate) struct Spool {
+    dir: PathBuf,
+    state: Mutex<State>,
+    /// Held until [`Spool::release`] so two relays never share one spool directory.
+    lock: Mutex<Option<File>>,
+}
+
+struct State {
+    file: File,
+    generation: u64,
+    bytes: u64,
+    /// Writes numbered so far (replayed ones included).
+    written: u64,
+    /// Sealed files, with the number of writes queued when each was sealed.
+    sealed: VecDeque<(u64, u64)>,
+    /// Set after a failed append, so the failure is logged once.
+    failed: bool,
+}
+
+fn name(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("{generation:020}.spool"))
+}
+
+impl Spool {
+    /// Opens the spool in `dir` (created if missing) and returns the writes an earlier run left
+    /// uncommitted, oldest first; they count as the first writes of this spool. `None` when
+    /// another live relay holds the directory.
+    pub fn open(dir: &Path) -> std::io::Result<Option<(Spool, Vec<Item>)>> {
+        fs::create_dir_all(dir)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("lock"))?;
+        if lock.try_lock().is_err() {
+            return Ok(None);
+        }
+        let mut generations: Vec<u64> = fs::read_dir(dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_suffix(".spool")?.parse().ok()
+            })
+            .collect();
+        generations.sort_unstable();
+        let mut replay = Vec::new();
+        let mut sealed = VecDeque::new();
+        for &generation in &generations {
+            let file = File::open(name(dir, generation))?;
+            for line in BufReader::new(file).lines() {
+                // A line cut short by the death of the process that wrote it is skipped.
+                if let Ok(line) = serde_json::from_str::<Line>(&line?) {
+                    replay.push(line.into_item());
+                }
+            }
+            sealed.push_back((generation, replay.len() as u64));
+        }
+        let generation = generations.last().map_or(1, |g| g + 1);
+        let file = create(dir, generation)?;
+        let spool = Spool {
+            dir: dir.to_owned(),
+            state: Mutex::new(State {
+                file,
+                generation,
+                bytes: 0,
+                written: replay.len() as u64,
+                sealed,
+                failed: false,
+            }),
+            lock: Mutex::new(Some(lock)),
+        };
+        Ok(Some((spool, replay)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends one write and then runs `queue` while still holding the spool, so writes reach
+    /// the writer in spool order.
+    pub fn append(&self, item: Item, queue: impl FnOnce(Item)) {
+        let mut st = self.lock();
+        if let Some(line) = Line::of(&item) {
+            let mut text = serde_json::to_string(&line).unwrap_or_default();
+            text.push('\n');
+            match st.file.write_all(text.as_bytes()) {
+                Ok(()) => st.failed = false,
+                Err(e) => {
+                    if !st.failed {
+                        tracing::error!(dir = %self.dir.display(), "could not spool a write (it is still queued, but not safe from a crash): {e}");
+                    }
+                    st.failed = true;
+                }
+            }
+            st.bytes += text.len() as u64;
+            if st.bytes >= ROTATE_BYTES {
+                self.rotate(&mut st);
+            }
+        }
+        st.written += 1;
+        queue(item);
+    }
+
+    fn rotate(&self, st: &mut State) {
+        match create(&self.dir, st.generation + 1) {
+            Ok(file) => {
+                let sealed = (st.generation, st.written + 1);
+                st.sealed.push_back(sealed);
+                st.file = file;
+                st.generation += 1;
+                st.bytes = 0;
+            }
+            Err(e) => tracing::warn!("could not start a new spool file: {e}"),
+        }
+    }
+
+    /// The writer committed (or gave up on, reporting them lost) the first `count` writes:
+    /// delete the files that hold only those.
+    pub fn committed(&self, count: u64) {
+        let mut st = self.lock();
+        while let Some(&(generation, end)) = st.sealed.front() {
+            if end > count {
+                break;
+            }
+            let _ = fs::remove_file(name(&self.dir, generation));
+            st.sealed.pop_front();
+        }
+        // Everything queued is in: the current file can start over.
+        if count >= st.written && st.bytes > 0 && st.file.set_len(0).is_ok() {
+            st.bytes = 0;
+        }
+    }
+}
+
+impl Spool {
+    /// After a clean close (everything committed): lets another relay take the directory.
+    pub fn release(&self) {
+        let lock = self.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(lock) = lock {
+            let _ = lock.unlock();
+        }
+    }
+}
+
+fn create(dir: &Path, generation: u64) -> std::io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(name(dir, generation))
+}
