@@ -1,7 +1,8 @@
 //! Failure paths over MCP on the real Codex, with the Node SDK over streamable HTTP: a scripted
 //! 401, `response.failed` and 500 show as `status: "error"` with the `error` field filled (and
 //! a good turn clears it); `codex-relay serve` SIGKILLed while a command runs leaves no Codex
-//! behind, and after a restart the session is `interrupted` with an `error` event saying why,
+//! behind, and after a restart the session keeps every event the client was shown, its cut
+//! turn is closed (`turn-end` cancelled, then an `error` saying why), it is `interrupted`,
 //! and `codex_say` continues it.
 
 mod common;
@@ -118,8 +119,7 @@ async fn a_relay_killed_mid_command_leaves_no_codex_and_comes_back_interrupted()
         .await;
     assert_eq!(running["status"], "active");
     assert!(running["pendingQuestion"].is_null());
-    // Give the store its linger to commit what the client was shown.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // At once: what the client was shown may still be in the store's linger window.
     relay.crash().await;
     drop(d);
     bed.assert_no_codex_left().await;
@@ -151,6 +151,18 @@ async fn a_relay_killed_mid_command_leaves_no_codex_and_comes_back_interrupted()
                 .unwrap_or("")
                 .contains("relay restarted")),
         "an error event says why: {back}"
+    );
+    let tail: Vec<&str> = events[before.len()..]
+        .iter()
+        .filter_map(|e| e["ev"]["t"].as_str())
+        .collect();
+    assert!(
+        tail.starts_with(&["tool-call-end", "turn-end", "error"]),
+        "the cut command and turn end, then the error: {tail:?}"
+    );
+    assert_eq!(
+        events[before.len() + 1]["ev"]["status"], "cancelled",
+        "{back}"
     );
     d.ok(
         "codex_say",
