@@ -19,6 +19,8 @@ pub mod version;
 
 pub use app_server::{AppServer, AppServerConfig};
 pub use error::{ExitInfo, PeerError, StartError};
-pub use peer::{IncomingRequest, Notification, Peer, PeerConfig, PeerEvent, Subscription};
+pub use peer::{
+    IncomingRequest, Notification, Peer, PeerConfig, PeerEvent, ReadGate, Subscription,
+};
 pub use responder::Responder;
 pub use version::{CodexVersion, Compatibility};

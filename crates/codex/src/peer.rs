@@ -36,6 +36,26 @@ pub struct PeerConfig {
     pub overload_retries: u32,
     pub overload_base_delay: Duration,
     pub overload_max_delay: Duration,
+    /// Backpressure: while this reads `false` the peer stops reading Codex's stdout, so the
+    /// pipe fills and Codex waits (the relay closes it while its store falls behind).
+    pub read_gate: Option<ReadGate>,
+}
+
+/// An open/closed signal the peer waits on before reading the next line from Codex.
+#[derive(Clone)]
+pub struct ReadGate(pub tokio::sync::watch::Receiver<bool>);
+
+impl std::fmt::Debug for ReadGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReadGate(open: {})", *self.0.borrow())
+    }
+}
+
+impl ReadGate {
+    /// Resolves once the gate is open (at once if it is, or if nobody can close it any more).
+    async fn opened(&mut self) {
+        let _ = self.0.wait_for(|open| *open).await;
+    }
 }
 
 impl Default for PeerConfig {
@@ -46,6 +66,7 @@ impl Default for PeerConfig {
             overload_retries: 5,
             overload_base_delay: Duration::from_millis(100),
             overload_max_delay: Duration::from_secs(2),
+            read_gate: None,
         }
     }
 }
@@ -554,7 +575,24 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R, exit: Opt
             tracing::warn!(bytes, "skipping a line from codex that is not UTF-8")
         }
     };
+    let mut gate = inner.config.read_gate.clone();
     let err = loop {
+        if let Some(gate) = gate.as_mut().filter(|g| !*g.0.borrow()) {
+            tracing::debug!("the store is behind: pausing reads from codex");
+            let exited = match &mut exit {
+                Some(exit_fut) => tokio::select! {
+                    () = gate.opened() => None,
+                    err = exit_fut => Some(err),
+                },
+                None => {
+                    gate.opened().await;
+                    None
+                }
+            };
+            if let Some(err) = exited {
+                exit = Some(Box::pin(std::future::ready(err)));
+            }
+        }
         let next = match &mut exit {
             Some(exit_fut) => tokio::select! {
                 frame = frames.next() => Ok(frame),

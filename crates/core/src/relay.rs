@@ -34,6 +34,8 @@ pub struct RelayConfig {
     pub approval_timeout: Duration,
     /// Events per session kept in memory; older ones are read from the store (EVENT_BUFFER_SIZE).
     pub event_buffer: usize,
+    /// Tuning of the store's writer (batching, the write-queue bound, the spool).
+    pub store_options: crate::store::StoreOptions,
 }
 
 impl RelayConfig {
@@ -44,6 +46,12 @@ impl RelayConfig {
             max_sessions: 32,
             approval_timeout: Duration::from_millis(300_000),
             event_buffer: 1000,
+            // Raw lines are stored in chunks of up to RAW_CHUNK lines; 1000 chunks per session
+            // keep the last 1000 bursts (at most 64,000 lines).
+            store_options: crate::store::StoreOptions {
+                raw_lines_per_session: 1000,
+                ..Default::default()
+            },
         }
     }
 }
@@ -114,17 +122,14 @@ impl Relay {
     /// Opens the store, brings back every stored session (dormant until the next `say`), and
     /// resolves requests left pending by a previous run as declined.
     pub async fn open(config: RelayConfig) -> Result<Relay, RelayError> {
-        // Raw lines are stored in chunks of up to RAW_CHUNK lines; 1000 chunks per session keep
-        // the last 1000 bursts (at most 64,000 lines).
-        let options = crate::store::StoreOptions {
-            raw_lines_per_session: 1000,
-            ..Default::default()
-        };
-        let store = Store::open_with(&config.store, options).await?;
+        let store = Store::open_with(&config.store, config.store_options.clone()).await?;
         let broker = Broker::new(config.approval_timeout, store.clone());
         let feed: Arc<crate::feed::Feed> = Arc::default();
+        // Backpressure: Codex's output is read only while the store keeps up.
+        let mut codex = config.codex.clone();
+        codex.peer.read_gate = Some(codex_relay_codex::ReadGate(store.stats().gate()));
         let inner = Arc::new(RelayInner {
-            servers: ServerSource::new(config.codex.clone(), feed.clone()),
+            servers: ServerSource::new(codex, feed.clone()),
             slots: Slots::new(config.max_sessions),
             config,
             store,

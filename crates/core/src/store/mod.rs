@@ -36,6 +36,12 @@ pub struct StoreOptions {
     /// writer committed them loses nothing (replayed on the next open). Default: `<file>.spool`
     /// beside a SQLite file; none for Postgres or in-memory SQLite unless set.
     pub spool: Option<std::path::PathBuf>,
+    /// Most writes queued and not yet committed; past it the store's gate
+    /// ([`StoreStats::gate`]) closes and ingest from Codex waits. Default 10,000.
+    pub max_queued: usize,
+    /// A deliberately slow store, for benchmarks and fault tests: each commit waits this long.
+    #[doc(hidden)]
+    pub commit_delay: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -45,6 +51,8 @@ impl Default for StoreOptions {
             max_batch: 4096,
             linger: std::time::Duration::from_millis(10),
             spool: None,
+            max_queued: 10_000,
+            commit_delay: std::time::Duration::ZERO,
         }
     }
 }
@@ -114,7 +122,7 @@ impl Store {
     pub async fn open_with(target: &str, options: StoreOptions) -> Result<Store, StoreError> {
         let pool = open::open(target).await?;
         let (ops, rx) = mpsc::unbounded_channel();
-        let stats = Arc::new(StoreStats::default());
+        let stats = Arc::new(StoreStats::new(options.max_queued));
         let spool_dir = options
             .spool
             .clone()
@@ -322,6 +330,8 @@ impl Store {
     /// unreported write error, if any. Later writes are dropped (and logged once); later reads
     /// and flushes return [`StoreError::Closed`]. Closing twice is fine.
     pub async fn close(&self) -> Result<(), StoreError> {
+        // A batch the database cannot take is given up now rather than retried forever.
+        self.inner.stats.set_closing();
         let (tx, rx) = oneshot::channel();
         let result = match self.inner.ops.send(Op::Close(tx)) {
             Ok(()) => rx.await.unwrap_or(Ok(())),

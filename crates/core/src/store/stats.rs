@@ -3,21 +3,94 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-#[derive(Debug, Default)]
+use tokio::sync::watch;
+
+#[derive(Debug)]
 pub struct StoreStats {
     queued: AtomicI64,
+    /// Most writes queued before ingest is paused; it resumes at half.
+    bound: i64,
+    /// Open while the queue is under its bound (see [`StoreStats::gate`]).
+    gate: watch::Sender<bool>,
+    paused: AtomicU64,
+    /// Why the database cannot take writes right now (they are kept and retried).
+    fault: std::sync::Mutex<Option<String>>,
+    closing: std::sync::atomic::AtomicBool,
     commits: AtomicU64,
     commit_micros_total: AtomicU64,
     last_commit_micros: AtomicU64,
 }
 
+impl Default for StoreStats {
+    fn default() -> Self {
+        Self::new(super::StoreOptions::default().max_queued)
+    }
+}
+
 impl StoreStats {
+    pub(crate) fn new(bound: usize) -> Self {
+        Self {
+            queued: AtomicI64::new(0),
+            bound: i64::try_from(bound.max(2)).unwrap_or(i64::MAX),
+            gate: watch::Sender::new(true),
+            paused: AtomicU64::new(0),
+            fault: std::sync::Mutex::new(None),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            commits: AtomicU64::new(0),
+            commit_micros_total: AtomicU64::new(0),
+            last_commit_micros: AtomicU64::new(0),
+        }
+    }
+
     pub(crate) fn enqueued(&self) {
-        self.queued.fetch_add(1, Ordering::Relaxed);
+        let depth = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
+        if depth >= self.bound && *self.gate.borrow() {
+            self.gate
+                .send_if_modified(|open| std::mem::replace(open, false));
+            self.paused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Open while the write queue is under its bound: whoever feeds the store (the Codex
+    /// readers) waits on it, so a store that falls behind slows ingest instead of memory
+    /// growing.
+    pub fn gate(&self) -> watch::Receiver<bool> {
+        self.gate.subscribe()
+    }
+
+    /// Why the database cannot take writes right now, while the writer keeps them and retries;
+    /// `None` when it is writing normally.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn set_fault(&self, fault: Option<String>) {
+        let mut f = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_some() && fault.is_none() {
+            tracing::info!("the store takes writes again; the kept writes are committed");
+        }
+        *f = fault;
+    }
+
+    pub(crate) fn closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_closing(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    /// How often the queue reached its bound and paused ingest.
+    pub fn pauses(&self) -> u64 {
+        self.paused.load(Ordering::Relaxed)
     }
 
     pub(crate) fn committed(&self, writes: usize, took: std::time::Duration) {
-        self.queued.fetch_sub(writes as i64, Ordering::Relaxed);
+        let depth = self.queued.fetch_sub(writes as i64, Ordering::Relaxed) - writes as i64;
+        if depth <= self.bound / 2 && !*self.gate.borrow() {
+            self.gate
+                .send_if_modified(|open| !std::mem::replace(open, true));
+        }
         let micros = took.as_micros() as u64;
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.commit_micros_total
