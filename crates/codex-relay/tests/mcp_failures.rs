@@ -161,7 +161,8 @@ async fn a_relay_killed_mid_command_leaves_no_codex_and_comes_back_interrupted()
         "the cut command and turn end, then the error: {tail:?}"
     );
     assert_eq!(
-        events[before.len() + 1]["ev"]["status"], "cancelled",
+        events[before.len() + 1]["ev"]["status"],
+        "cancelled",
         "{back}"
     );
     d.ok(

@@ -25,6 +25,7 @@ pub struct HttpMetrics {
 }
 
 const CODEX_PROBE: Duration = Duration::from_secs(20);
+const STORE_PROBE: Duration = Duration::from_secs(5);
 
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, body = Health), (status = 503, body = Health)))]
@@ -43,17 +44,30 @@ pub async fn healthz(State(st): State<AppState>) -> (StatusCode, Json<Health>) {
             detail: format!("codex app-server did not answer within {CODEX_PROBE:?}"),
         },
     };
-    let store = match st.relay.store().flush().await {
-        Ok(()) => Check {
-            ok: true,
+    let backend = st.relay.store().backend();
+    let store = match st.relay.store().stats().fault() {
+        Some(fault) => Check {
+            ok: false,
             detail: format!(
-                "{} store committed every queued write",
-                st.relay.store().backend()
+                "{backend} store cannot take writes ({fault}); {} writes kept in memory and retried",
+                st.relay.store().stats().queue_depth()
             ),
         },
-        Err(e) => Check {
-            ok: false,
-            detail: e.to_string(),
+        None => match tokio::time::timeout(STORE_PROBE, st.relay.store().flush()).await {
+            Ok(Ok(())) => Check {
+                ok: true,
+                detail: format!("{backend} store committed every queued write"),
+            },
+            Ok(Err(e)) => Check {
+                ok: false,
+                detail: e.to_string(),
+            },
+            Err(_) => Check {
+                ok: false,
+                detail: format!(
+                    "{backend} store did not commit the queued writes within {STORE_PROBE:?}"
+                ),
+            },
         },
     };
     let ok = codex.ok && store.ok;
@@ -158,6 +172,18 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         "store_commits",
         "Store batches committed",
         stats.commits(),
+    );
+    gauge(
+        &mut registry,
+        "store_fault",
+        "1 while the database cannot take writes (they are kept and retried)",
+        i64::from(stats.fault().is_some()),
+    );
+    counter(
+        &mut registry,
+        "store_ingest_pauses",
+        "Times the store's write queue reached its bound and reading from Codex paused",
+        stats.pauses(),
     );
     let mut out = String::new();
     let _ = encode(&mut out, &registry);

@@ -27,12 +27,10 @@ pub(crate) enum Op {
     Close(oneshot::Sender<Result<(), StoreError>>),
 }
 
-/// Delays before retrying a batch that failed because the connection did.
-const RETRY_DELAYS: [Duration; 3] = [
-    Duration::from_millis(100),
-    Duration::from_millis(500),
-    Duration::from_secs(2),
-];
+/// First delay before retrying a batch the database could not take for now; it doubles up to
+/// [`RETRY_MAX`], and retries go on until the database takes it (or the store closes).
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
 /// Most extra transactions spent isolating the bad writes of a batch the database refused.
 const ISOLATION_BUDGET: usize = 64;
 
@@ -142,61 +140,108 @@ macro_rules! shared_writes {
     }};
 }
 
-/// Commits `items` in one transaction.
+/// Commits `items` in one transaction. A connection a failed transaction went through is
+/// closed, not returned to the pool: after a disk-full or I/O error its rollback may not have
+/// happened, and the next batch on it would only nest a savepoint in the dead transaction
+/// (and be lost with it).
 async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
     match pool {
         Pool::Sqlite(pool) => {
-            let mut tx = pool.begin().await?;
-            sqlite::insert_events(&mut tx, &g.events).await?;
-            sqlite::insert_raw(&mut tx, &g.raw).await?;
-            shared_writes!(tx, g, keep);
-            tx.commit().await
+            let mut conn = pool.acquire().await?;
+            let result = async {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                sqlite::insert_events(&mut tx, &g.events).await?;
+                sqlite::insert_raw(&mut tx, &g.raw).await?;
+                shared_writes!(tx, g, keep);
+                tx.commit().await
+            }
+            .await;
+            if result.is_err() {
+                let _ = sqlx::Connection::close(conn.detach()).await;
+            }
+            result
         }
         Pool::Postgres(pool) => {
-            let mut tx = pool.begin().await?;
-            postgres::insert_events(&mut tx, &g.events).await?;
-            postgres::insert_raw(&mut tx, &g.raw).await?;
-            shared_writes!(tx, g, keep);
-            tx.commit().await
+            let mut conn = pool.acquire().await?;
+            let result = async {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                postgres::insert_events(&mut tx, &g.events).await?;
+                postgres::insert_raw(&mut tx, &g.raw).await?;
+                shared_writes!(tx, g, keep);
+                tx.commit().await
+            }
+            .await;
+            if result.is_err() {
+                let _ = sqlx::Connection::close(conn.detach()).await;
+            }
+            result
         }
     }
 }
 
-/// The database could not be reached (worth retrying), as opposed to refusing the data.
-fn is_connection_error(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
+/// The database cannot take writes for now (unreachable, restarting, disk full, read-only,
+/// locked), so the batch is kept and retried, as opposed to the database refusing the data.
+pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
         sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::Protocol(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-    )
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            match code.parse::<i32>() {
+                // SQLite (primary code in the low byte): BUSY, LOCKED, READONLY, IOERR, FULL,
+                // CANTOPEN.
+                Ok(n) => matches!(n & 0xff, 5 | 6 | 8 | 10 | 13 | 14),
+                // Postgres SQLSTATE: connection exceptions, insufficient resources (disk
+                // full), operator intervention (shutdown, cannot connect now), read-only
+                // transaction, serialization failure and deadlock.
+                Err(_) => {
+                    code.starts_with("08")
+                        || code.starts_with("53")
+                        || code.starts_with("57P")
+                        || code == "25006"
+                        || code == "40001"
+                        || code == "40P01"
+                }
+            }
+        }
+        _ => false,
+    }
 }
 
-/// Commits a batch; retries it when the connection failed; when the database refused it,
-/// commits it again in ever smaller parts, in order, so only the refused writes are lost.
-/// On failure returns how many writes were lost and the first error.
-async fn commit_batch(pool: &Pool, items: &[Item], keep: i64) -> Result<(), (usize, sqlx::Error)> {
-    let mut attempt = 0;
+/// Commits a batch. While the database cannot take it for now, retries with backoff and
+/// reports the fault in `stats` (until the store is closing: then the batch is given up).
+/// When the database refuses it, commits it again in ever smaller parts, in order, so only the
+/// refused writes are lost. On failure returns how many writes were lost and the first error.
+async fn commit_batch(
+    pool: &Pool,
+    items: &[Item],
+    keep: i64,
+    stats: &super::StoreStats,
+) -> Result<(), (usize, sqlx::Error)> {
+    let mut delay = RETRY_FIRST;
     let error = loop {
         match commit(pool, items, keep).await {
-            Ok(()) => return Ok(()),
-            Err(e)
-                if is_connection_error(&e)
-                    && !matches!(e, sqlx::Error::PoolClosed)
-                    && attempt < RETRY_DELAYS.len() =>
-            {
-                tracing::warn!(error = %e, writes = items.len(), "store batch failed; retrying");
-                tokio::time::sleep(RETRY_DELAYS[attempt]).await;
-                attempt += 1;
+            Ok(()) => {
+                stats.set_fault(None);
+                return Ok(());
+            }
+            Err(e) if is_transient(&e) && !stats.closing() => {
+                if stats.fault().is_none() {
+                    tracing::error!(error = %e, writes = items.len(),
+                        "the store cannot take writes; keeping them and retrying");
+                }
+                stats.set_fault(Some(e.to_string()));
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(RETRY_MAX);
             }
             Err(e) => break e,
         }
     };
-    if is_connection_error(&error) || items.len() == 1 {
+    if is_transient(&error) || items.len() == 1 {
         return Err((items.len(), error));
     }
     tracing::warn!(error = %error, writes = items.len(), "store batch refused; committing it in parts");
@@ -215,7 +260,7 @@ async fn commit_batch(pool: &Pool, items: &[Item], keep: i64) -> Result<(), (usi
             match commit(pool, slice, keep).await {
                 Ok(()) => continue,
                 Err(e) => {
-                    if is_connection_error(&e) {
+                    if is_transient(&e) {
                         budget = 0;
                     }
                     first_error.get_or_insert(e);
@@ -299,7 +344,10 @@ pub(crate) async fn run(
         }
         if !items.is_empty() {
             let started = std::time::Instant::now();
-            if let Err((lost, error)) = commit_batch(&pool, &items, keep).await {
+            if !options.commit_delay.is_zero() {
+                tokio::time::sleep(options.commit_delay).await;
+            }
+            if let Err((lost, error)) = commit_batch(&pool, &items, keep, &stats).await {
                 record_failure(&mut unreported, lost, error);
             }
             stats.committed(items.len(), started.elapsed());

@@ -1,0 +1,238 @@
+//! Store faults over the real Codex: the database stops taking writes in the middle of a turn
+//! (its filesystem fills up; another process locks the file), the session's live view goes on,
+//! the store reports the fault while it keeps the writes and retries, and once the fault
+//! clears the stored log is complete and contiguous, the same as what clients were shown.
+//!
+//! The full disk is a size-limited tmpfs, so that scenario needs root (to mount it); without
+//! root it is skipped and says so. A read-only remount of that tmpfs is refused by Linux while
+//! SQLite holds the file open for writing (EBUSY), so "read-only" is not staged here; the
+//! writer treats SQLITE_READONLY like the faults below.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use codex_relay_core::{CreateOptions, Ev, PermissionMode, Relay, SessionStatus};
+use codex_relay_testkit::{NEWEST, Reply};
+use common::{Backend, Env, assert_contiguous};
+
+const LONG: Duration = Duration::from_secs(300);
+
+/// A size-limited tmpfs mounted for one test, unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "SKIPPED: mounting a size-limited tmpfs failed (needs root); the full-disk scenario did not run"
+            );
+            return None;
+        }
+        Some(Tmpfs { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Fills the filesystem of `dir` until a write fails for lack of space.
+fn fill(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    for size in [64 * 1024, 4096, 512, 1] {
+        let chunk = vec![0u8; size];
+        while f.write_all(&chunk).is_ok() {}
+    }
+    let _ = f.sync_all();
+    path
+}
+
+/// Starts a turn that runs a command for a while; returns the relay, the session id, and the
+/// scripted model's environment.
+async fn turn_with_a_fault(
+    store: String,
+    inject: impl FnOnce(),
+    clear: impl FnOnce(),
+) -> (Relay, String) {
+    let env = Env::start(NEWEST, Backend::Sqlite, LONG).await.unwrap();
+    env.relay.shutdown().await;
+    env.model.route(
+        "FAULT-ME",
+        [
+            Reply::exec("sleep 2; echo slept", "call_fault"),
+            Reply::text("done despite the store"),
+        ],
+    );
+    let mut config = env.config.clone();
+    config.store = store;
+    let relay = Relay::open(config).await.expect("relay opens");
+    let (h, _) = relay
+        .create(CreateOptions {
+            prompt: Some("FAULT-ME sleep a little".into()),
+            cwd: Some(env.cwd()),
+            mode: Some(PermissionMode::ReadOnly),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let id = h.id().to_owned();
+    common::until(&relay, &id, "the command starts", |s| {
+        s.status == SessionStatus::Active
+    })
+    .await;
+    loop {
+        let events = relay.events(&id, 0, 10_000).await.unwrap();
+        if events
+            .iter()
+            .any(|e| matches!(&e.ev, Ev::ToolCallStart { .. }))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    relay.store().flush().await.unwrap();
+    inject();
+    // The live view goes on: the turn completes while the store cannot take its events.
+    let done = common::until(&relay, &id, "the turn ends during the fault", |s| {
+        s.status == SessionStatus::Idle
+    })
+    .await;
+    assert_eq!(
+        done.result,
+        Some(serde_json::json!("done despite the store"))
+    );
+    // The writer meets the fault when it commits the turn's events (a locked database answers
+    // only after its busy timeout).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let fault = loop {
+        if let Some(fault) = relay.store().stats().fault() {
+            break fault;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store reports the fault while it lasts"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("fault reported: {fault}");
+    clear();
+    tokio::time::timeout(Duration::from_secs(30), relay.store().flush())
+        .await
+        .expect("the kept writes commit once the fault clears")
+        .expect("no write was lost");
+    assert_eq!(relay.store().stats().fault(), None, "the fault is over");
+    drop(env);
+    (relay, id)
+}
+
+/// The stored log is exactly what clients were shown.
+async fn assert_log_complete(relay: &Relay, id: &str) {
+    let shown = relay.events(id, 0, 100_000).await.unwrap();
+    let stored: Vec<_> = relay
+        .store()
+        .events(id, 0, 100_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| std::sync::Arc::new(serde_json::from_str(&e.json).unwrap()))
+        .collect();
+    assert_contiguous(&stored);
+    let kinds = |l: &[std::sync::Arc<codex_relay_core::Envelope>]| {
+        l.iter()
+            .map(|e| format!("{}:{}", e.seq, e.ev.kind()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        kinds(&stored),
+        kinds(&shown),
+        "the stored log is what clients saw"
+    );
+    assert_eq!(stored, shown, "the stored log is what clients saw");
+    assert!(
+        stored.iter().any(|e| matches!(&e.ev, Ev::TurnEnd { .. })),
+        "the end of the turn is stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_fills_mid_turn_and_nothing_is_lost_once_it_has_room() {
+    let Some(fs) = Tmpfs::mount("48m") else {
+        return;
+    };
+    let db = fs.path().join("relay.db").display().to_string();
+    let filler = std::sync::Mutex::new(None);
+    let (relay, id) = turn_with_a_fault(
+        db,
+        || *filler.lock().unwrap() = Some(fill(fs.path())),
+        || {
+            let _ = std::fs::remove_file(filler.lock().unwrap().take().unwrap());
+        },
+    )
+    .await;
+    assert_log_complete(&relay, &id).await;
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_locks_the_database_mid_turn_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    // The lock is held by a sqlite3-speaking connection of this test (another pool: SQLite
+    // sees another connection, as it would another process).
+    let url = format!("sqlite://{}", db.display());
+    let locker: std::sync::Arc<
+        tokio::sync::Mutex<Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>>,
+    > = Default::default();
+    let rt = tokio::runtime::Handle::current();
+    let (l1, l2) = (locker.clone(), locker.clone());
+    let (relay, id) = turn_with_a_fault(
+        db.display().to_string(),
+        || {
+            tokio::task::block_in_place(|| {
+                rt.block_on(async {
+                    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+                    let mut conn = pool.acquire().await.unwrap();
+                    sqlx::query("BEGIN EXCLUSIVE")
+                        .execute(&mut *conn)
+                        .await
+                        .unwrap();
+                    *l1.lock().await = Some(conn);
+                })
+            })
+        },
+        || {
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    let mut conn = l2.lock().await.take().unwrap();
+                    sqlx::query("ROLLBACK").execute(&mut *conn).await.unwrap();
+                })
+            })
+        },
+    )
+    .await;
+    assert_log_complete(&relay, &id).await;
+    relay.shutdown().await;
+}
