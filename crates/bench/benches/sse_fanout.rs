@@ -22,10 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use codex_relay_bench::sse::{number_after, read_chunk, read_head};
 use codex_relay_codex::AppServerConfig;
 use codex_relay_core::{CreateOptions, Relay, RelayConfig, SayInput};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 #[global_allocator]
@@ -290,45 +291,6 @@ struct Seen {
     missing: u64,
     disorder: u64,
     latencies: Vec<u64>,
-}
-
-async fn read_head(r: &mut BufReader<TcpStream>) {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line).await.unwrap();
-        if line.trim_end().is_empty() {
-            return;
-        }
-    }
-}
-
-async fn read_chunk(r: &mut BufReader<TcpStream>, buf: &mut Vec<u8>) -> bool {
-    let mut line = String::new();
-    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
-        return false;
-    }
-    let Ok(size) = usize::from_str_radix(line.trim(), 16) else {
-        return false;
-    };
-    if size == 0 {
-        return false;
-    }
-    let start = buf.len();
-    buf.resize(start + size + 2, 0);
-    r.read_exact(&mut buf[start..]).await.is_ok() && {
-        buf.truncate(start + size);
-        true
-    }
-}
-
-/// The decimal number right after `key` in `s`.
-fn number_after(s: &str, key: &str) -> Option<u128> {
-    let rest = &s[s.find(key)? + key.len()..];
-    let end = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    rest[..end].parse().ok()
 }
 
 async fn subscribe(addr: String, id: String, ready: Arc<AtomicUsize>) -> Seen {
