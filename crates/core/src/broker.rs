@@ -3,6 +3,8 @@
 //! answer wins. Unanswered requests are resolved fail-closed when their deadline passes.
 
 use std::collections::{HashMap, VecDeque};
+
+use crate::deadlines::Deadlines;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -102,25 +104,33 @@ struct State {
     resolved: VecDeque<Resolution>,
 }
 
-/// Shared by every session of one relay.
+/// Shared by every session of one relay; cheap to clone.
 #[derive(Clone)]
 pub struct Broker {
-    state: Arc<Mutex<State>>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    state: Mutex<State>,
     timeout: Duration,
     store: Store,
+    deadlines: Deadlines,
 }
 
 impl Broker {
     pub fn new(timeout: Duration, store: Store) -> Self {
         Self {
-            state: Arc::default(),
-            timeout,
-            store,
+            inner: Arc::new(Inner {
+                state: Mutex::default(),
+                timeout,
+                store,
+                deadlines: Deadlines::default(),
+            }),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Registers a request Codex made in `session` (by one of its sub-agents when `origin`
@@ -141,7 +151,7 @@ impl Broker {
             random_id("req_"),
             session.id.clone(),
             now,
-            now + self.timeout.as_millis() as i64,
+            now + self.inner.timeout.as_millis() as i64,
         );
         if let Some(changes) = changes.filter(|c| !c.is_empty()) {
             let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
@@ -153,7 +163,7 @@ impl Broker {
             view.agent = Some(origin.agent);
             view.invoke = origin.invoke;
         }
-        self.store.upsert_pending(view.record(None));
+        self.inner.store.upsert_pending(view.record(None));
         {
             let mut st = self.lock();
             st.opened += 1;
@@ -167,13 +177,13 @@ impl Broker {
             st.open.insert(view.id.clone(), entry);
         }
         session.add_pending(view.clone());
-        let broker = self.clone();
-        let id = view.id.clone();
-        let timeout = self.timeout;
-        tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
-            broker.fail_closed(&id, "timeout", "nobody answered before the deadline");
-        });
+        let at = tokio::time::Instant::now() + self.inner.timeout;
+        if self.inner.deadlines.push(at, view.id.clone()) {
+            tokio::spawn(expire(
+                Arc::downgrade(&self.inner),
+                self.inner.deadlines.wake(),
+            ));
+        }
         view
     }
 
@@ -307,7 +317,7 @@ impl Broker {
     }
 
     fn record_parts(&self, view: &PendingView, session: &Arc<SessionShared>, r: &Resolution) {
-        self.store.upsert_pending(view.record(Some(r)));
+        self.inner.store.upsert_pending(view.record(Some(r)));
         session.remove_pending(
             &r.id,
             Ev::RequestResolved {
@@ -340,6 +350,34 @@ impl Broker {
     /// after a restart), so later answers get `AlreadyResolved`.
     pub(crate) fn remember(&self, r: Resolution) {
         self.lock().resolved.push_back(r);
+    }
+}
+
+/// The broker's one deadline task: resolves requests fail-closed as their deadlines pass;
+/// ends once the broker is gone.
+async fn expire(broker: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        let next = {
+            let Some(inner) = broker.upgrade() else {
+                return;
+            };
+            let broker = Broker { inner };
+            for id in broker.inner.deadlines.due(tokio::time::Instant::now()) {
+                // A no-op for requests answered in time.
+                broker.fail_closed(&id, "timeout", "nobody answered before the deadline");
+            }
+            broker.inner.deadlines.next()
+        };
+        match next {
+            Some(at) => tokio::select! {
+                () = tokio::time::sleep_until(at) => {}
+                () = wake.notified() => {}
+            },
+            None => tokio::select! {
+                () = tokio::time::sleep(crate::deadlines::IDLE_CHECK) => {}
+                () = wake.notified() => {}
+            },
+        }
     }
 }
 
