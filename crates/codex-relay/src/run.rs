@@ -143,11 +143,30 @@ pub(crate) async fn drive(
         }
     }
     let elapsed = started.elapsed();
+    if let (Deadline::Interrupted(_), Some(server)) = (&deadline, &server) {
+        stop_background_terminals(server, &id, spec.grace).await;
+    }
     let stderr = server
         .as_ref()
         .map(|s| s.process().stderr_tail().text())
         .unwrap_or_default();
     finish(ctx, seen, deadline, before, elapsed, stderr, spec.deadline)
+}
+
+/// After a deadline's interrupt: Codex 0.169 keeps the turn's commands running as background
+/// terminals of the thread (a `sleep 30` outlives the interrupted turn); they are stopped too.
+/// Older Codex stops them with the turn and does not know the method.
+async fn stop_background_terminals(server: &AppServer, thread: &str, grace: Duration) {
+    let params = serde_json::json!({ "threadId": thread });
+    match server
+        .peer()
+        .request("thread/backgroundTerminals/clean", &params, Some(grace))
+        .await
+    {
+        Ok(_) => {}
+        Err(codex_relay_codex::PeerError::Unsupported { .. }) => {}
+        Err(e) => tracing::warn!(thread, "stopping the turn's background terminals failed: {e}"),
+    }
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {
