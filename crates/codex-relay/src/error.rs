@@ -216,9 +216,11 @@ impl Error {
             .or(fallback_message)
             .unwrap_or("the turn failed")
             .to_owned();
+        // Codex 0.98 says `other` for HTTP failures (a 401 among them); the message names the
+        // status then.
         let phase = match raw.get("codexErrorInfo").filter(|v| !v.is_null()) {
-            Some(info) => phase_of_error_info(info),
-            None => phase_of_message(&message),
+            Some(info) if info != "other" => phase_of_error_info(info),
+            _ => phase_of_message(&message),
         };
         let err = Self::new(phase, ErrorKind::TurnFailed, message);
         if raw.is_null() {
@@ -278,12 +280,25 @@ pub fn phase_of_error_info(info: &Value) -> Phase {
     }
 }
 
-/// The phase of a failure Codex gave no `codexErrorInfo` for, from its message.
+/// The phase of a failure Codex gave no specific `codexErrorInfo` for, from the HTTP status
+/// its message names (`unexpected status 401 Unauthorized: ...`).
 fn phase_of_message(message: &str) -> Phase {
     let m = message.to_ascii_lowercase();
-    if m.contains("429") || m.contains("rate limit") || m.contains("usage limit") {
+    let budget = ["429", "too many requests", "rate limit", "usage limit", "quota"];
+    let request = [
+        "401 unauthorized",
+        "403 forbidden",
+        "400 bad request",
+        "404 not found",
+        "status 401",
+        "status 403",
+        "status 400",
+        "status 404",
+        "context window",
+    ];
+    if budget.iter().any(|b| m.contains(b)) {
         Phase::Budget
-    } else if m.contains("401") || m.contains("unauthorized") || m.contains("403") {
+    } else if request.iter().any(|r| m.contains(r)) {
         Phase::Request
     } else {
         Phase::Response
@@ -373,5 +388,10 @@ mod tests {
         assert_eq!(e.additional_details(), Some("401"));
         assert_eq!(e.raw_error(), Some(&raw));
         assert_eq!(e.to_string(), "request error: bad key");
+        // 0.98 says `other` for an HTTP 401; the message names the status.
+        let old = json!({"message": "unexpected status 401 Unauthorized: bad key", "codexErrorInfo": "other"});
+        assert_eq!(Error::turn_failed(old, None).phase(), Phase::Request);
+        let other = json!({"message": "the model gave up", "codexErrorInfo": "other"});
+        assert_eq!(Error::turn_failed(other, None).phase(), Phase::Response);
     }
 }

@@ -1,0 +1,191 @@
+//! `codex-relay run` on the real Codex (0.169 and 0.98) and the scripted model: the final message on stdout, `--resume`, `--json` lines that parse as envelopes, `--output-schema`, and the exit code of each error phase (401 → request, 429 → budget, unparsable output → response).
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Output, Stdio};
+
+use codex_relay::event::{Envelope, Ev, TurnEndStatus};
+use codex_relay_testkit::{CodexHome, ModelServer, Reply, for_each_codex};
+
+const RELAY: &str = env!("CARGO_BIN_EXE_codex-relay");
+
+for_each_codex!(
+    run_prints_the_final_message_and_resume_continues_the_session,
+    run_json_lines_parse_as_envelopes,
+    run_output_schema_prints_the_parsed_json_or_exits_4_with_the_raw_text,
+    a_401_is_a_request_error_with_exit_code_3,
+    a_429_is_a_budget_error_with_exit_code_6,
+);
+
+struct Bed {
+    model: ModelServer,
+    home: CodexHome,
+    codex: std::path::PathBuf,
+}
+
+impl Bed {
+    async fn start(version: &str) -> Bed {
+        let model = ModelServer::start().await;
+        let home = CodexHome::new(model.url());
+        let codex = codex_relay_testkit::codex_bin(version).expect("pinned Codex installs");
+        Bed { model, home, codex }
+    }
+
+    /// `codex-relay run ARGS` with this test's Codex, CODEX_HOME, store and workspace.
+    async fn run(&self, args: &[&str]) -> Output {
+        let mut cmd = tokio::process::Command::new(RELAY);
+        cmd.arg("run")
+            .arg("--codex")
+            .arg(&self.codex)
+            .arg("--codex-home")
+            .arg(self.home.path())
+            .arg("--db")
+            .arg(self.home.root().join("relay.db"))
+            .arg("--cwd")
+            .arg(self.home.workspace())
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(std::time::Duration::from_secs(120), cmd.output())
+            .await
+            .expect("run finishes")
+            .expect("codex-relay starts");
+        eprintln!(
+            "run {args:?} → {:?}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn session_id(out: &Output) -> String {
+    stderr(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("codex-relay: session "))
+        .expect("the session id on stderr")
+        .trim()
+        .to_owned()
+}
+
+async fn run_prints_the_final_message_and_resume_continues_the_session(version: &'static str) {
+    let bed = Bed::start(version).await;
+    bed.model.push([
+        Reply::text("the first answer"),
+        Reply::text("the second answer"),
+    ]);
+    let first = bed.run(&["remember the word avocado"]).await;
+    assert_eq!(first.status.code(), Some(0));
+    assert_eq!(stdout(&first), "the first answer\n");
+    let id = session_id(&first);
+    let second = bed.run(&["--resume", &id, "which word?"]).await;
+    assert_eq!(second.status.code(), Some(0));
+    assert_eq!(stdout(&second), "the second answer\n");
+    assert_eq!(session_id(&second), id);
+    // The second turn continued the thread: the model saw the first exchange.
+    let texts = bed.model.requests()[1].user_texts().join("\n");
+    assert!(texts.contains("remember the word avocado") && texts.contains("which word?"), "{texts}");
+}
+
+async fn run_json_lines_parse_as_envelopes(version: &'static str) {
+    let bed = Bed::start(version).await;
+    bed.model.push([Reply::text("streamed")]);
+    let out = bed.run(&["--json", "say something"]).await;
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    let envelopes: Vec<Envelope> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(envelopes.windows(2).all(|w| w[0].seq < w[1].seq), "{text}");
+    assert!(envelopes.iter().any(|e| matches!(&e.ev, Ev::Text { text, thinking: false } if text == "streamed")));
+    assert!(envelopes.iter().any(|e| matches!(
+        e.ev,
+        Ev::TurnEnd { status: TurnEndStatus::Completed, .. }
+    )));
+    assert!(!text.lines().any(|l| l == "streamed"), "no plain text with --json");
+}
+
+async fn run_output_schema_prints_the_parsed_json_or_exits_4_with_the_raw_text(
+    version: &'static str,
+) {
+    let bed = Bed::start(version).await;
+    let schema = bed.home.root().join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"integer"}}}"#,
+    )
+    .unwrap();
+    bed.model.push([
+        Reply::text(r#"{ "ok": true, "n": 3 }"#),
+        Reply::text("ok, three"),
+    ]);
+    let schema_arg = schema.display().to_string();
+    let good = bed.run(&["--output-schema", &schema_arg, "check"]).await;
+    assert_eq!(good.status.code(), Some(0));
+    assert_eq!(stdout(&good), "{\"n\":3,\"ok\":true}\n");
+    let sent = bed.model.requests()[0].text_format().cloned().expect("text.format");
+    assert_eq!(sent["schema"]["additionalProperties"], false);
+    let bad = bed.run(&["--output-schema", &schema_arg, "check again"]).await;
+    assert_eq!(bad.status.code(), Some(4));
+    assert!(stderr(&bad).contains("response error"), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("ok, three"), "the raw text is shown");
+    assert_eq!(stdout(&bad), "");
+}
+
+async fn a_401_is_a_request_error_with_exit_code_3(version: &'static str) {
+    let bed = Bed::start(version).await;
+    bed.model.push([Reply::Status {
+        code: 401,
+        message: "bad key".into(),
+    }]);
+    let out = bed.run(&["hello"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("request error"), "{}", stderr(&out));
+    // Codex's own classification is shown as it came (0.169: httpConnectionFailed 401;
+    // 0.98: other, with the status in the message).
+    assert!(stderr(&out).contains("codexErrorInfo:"), "{}", stderr(&out));
+}
+
+async fn a_429_is_a_budget_error_with_exit_code_6(version: &'static str) {
+    let bed = Bed::start(version).await;
+    bed.model.push([Reply::Status {
+        code: 429,
+        message: "slow down".into(),
+    }]);
+    let out = bed.run(&["hello"]).await;
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert!(stderr(&out).contains("budget error"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("\"httpStatusCode\":429"), "{}", stderr(&out));
+}
+
+/// `--approve ask` with no terminal is refused before Codex starts (exit 1).
+#[test]
+fn ask_without_a_terminal_is_refused_before_codex_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(RELAY);
+    cmd.args(["run", "--approve", "ask", "--codex", "/nonexistent/codex", "--db"])
+        .arg(dir.path().join("relay.db"))
+        .arg("hello")
+        .stdin(Stdio::null());
+    // SAFETY: setsid only detaches the child from the controlling terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("--approve ask needs a terminal"), "{err}");
+    assert!(!Path::new(&dir.path().join("relay.db")).exists(), "nothing was opened");
+}
