@@ -23,7 +23,9 @@ pub fn terminal_approval() -> anyhow::Result<Approval> {
             let _turn = lock.lock().await;
             tokio::task::spawn_blocking(move || ask(&req))
                 .await
-                .unwrap_or_else(|e| ApprovalDecision::deny(format!("the terminal prompt failed: {e}")))
+                .unwrap_or_else(|e| {
+                    ApprovalDecision::deny(format!("the terminal prompt failed: {e}"))
+                })
         }
     }))
 }
@@ -55,7 +57,10 @@ fn ask_tty(req: &ApprovalRequest) -> std::io::Result<ApprovalDecision> {
         writeln!(out, "{diff}")?;
     }
     loop {
-        write!(out, "[a]pprove, approve for [s]ession, [d]eny (d: reason)? ")?;
+        write!(
+            out,
+            "[a]pprove, approve for [s]ession, [d]eny (d: reason)? "
+        )?;
         out.flush()?;
         let mut line = String::new();
         if input.read_line(&mut line)? == 0 {
@@ -63,7 +68,10 @@ fn ask_tty(req: &ApprovalRequest) -> std::io::Result<ApprovalDecision> {
         }
         let line = line.trim();
         let (head, reason) = match line.split_once(':') {
-            Some((h, r)) => (h.trim(), Some(r.trim().to_owned()).filter(|r| !r.is_empty())),
+            Some((h, r)) => (
+                h.trim(),
+                Some(r.trim().to_owned()).filter(|r| !r.is_empty()),
+            ),
             None => (line, None),
         };
         match head.to_ascii_lowercase().as_str() {

@@ -69,7 +69,9 @@ pub struct RunArgs {
 /// `90s`, `5m`, `1h`, `1500ms`, or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = num
         .parse()
@@ -79,7 +81,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ms" => n / 1000.0,
         "m" | "min" | "mins" => n * 60.0,
         "h" | "hr" | "hours" => n * 3600.0,
-        other => return Err(format!("unknown unit {other:?} in {s:?} (use ms, s, m or h)")),
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?} (use ms, s, m or h)"
+            ));
+        }
     };
     if !secs.is_finite() || secs <= 0.0 {
         return Err(format!("{s:?}: the timeout must be positive"));
@@ -104,15 +110,17 @@ fn read_prompt(arg: &str) -> anyhow::Result<String> {
 fn read_schema(path: &PathBuf) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the output schema {}", path.display()))?;
-    let mut schema: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", path.display()))?;
+    let mut schema: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     make_strict(&mut schema).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
     Ok(schema)
 }
 
 fn options(args: &RunArgs, approval: Approval) -> anyhow::Result<SessionOptions> {
     let cwd = match &args.cwd {
-        Some(dir) => dir.canonicalize().with_context(|| format!("--cwd {}", dir.display()))?,
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("--cwd {}", dir.display()))?,
         None => std::env::current_dir().context("the current directory")?,
     };
     let mut opts = SessionOptions::new()

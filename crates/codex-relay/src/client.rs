@@ -70,7 +70,9 @@ impl ClientBuilder {
         b.codex = env_path("CODEX_CLI_PATH");
         b.codex_home = env_path("CODEX_HOME");
         b.data_dir = env_path("CODEX_RELAY_DATA_DIR");
-        b.store = std::env::var("CODEX_RELAY_DB").ok().filter(|v| !v.is_empty());
+        b.store = std::env::var("CODEX_RELAY_DB")
+            .ok()
+            .filter(|v| !v.is_empty());
         if let Some(ms) = env_num::<u64>("APPROVAL_TIMEOUT_MS") {
             b.approval_timeout = Duration::from_millis(ms);
         }
@@ -156,7 +158,9 @@ impl ClientBuilder {
         };
         let mut codex = AppServerConfig::new(binary);
         codex.codex_home = self.codex_home.clone();
-        codex.config_overrides.extend(self.overrides.iter().cloned());
+        codex
+            .config_overrides
+            .extend(self.overrides.iter().cloned());
         codex.env.extend(self.env.iter().cloned());
         if let Some(t) = self.startup_timeout {
             codex.startup_timeout = t;

@@ -252,8 +252,13 @@ pub fn phase_of_error_info(info: &Value) -> Phase {
         .or_else(|| body.get("http_status_code"))
         .and_then(Value::as_u64);
     match name.as_str() {
-        "usagelimitexceeded" | "ratelimitexceeded" | "sessionbudgetexceeded" | "modelcap"
-        | "flexunavailable" | "serveroverloaded" | "policycapacityunavailable" => Phase::Budget,
+        "usagelimitexceeded"
+        | "ratelimitexceeded"
+        | "sessionbudgetexceeded"
+        | "modelcap"
+        | "flexunavailable"
+        | "serveroverloaded"
+        | "policycapacityunavailable" => Phase::Budget,
         "httpconnectionfailed"
         | "responsestreamconnectionfailed"
         | "responsestreamdisconnected"
@@ -284,7 +289,13 @@ pub fn phase_of_error_info(info: &Value) -> Phase {
 /// its message names (`unexpected status 401 Unauthorized: ...`).
 fn phase_of_message(message: &str) -> Phase {
     let m = message.to_ascii_lowercase();
-    let budget = ["429", "too many requests", "rate limit", "usage limit", "quota"];
+    let budget = [
+        "429",
+        "too many requests",
+        "rate limit",
+        "usage limit",
+        "quota",
+    ];
     let request = [
         "401 unauthorized",
         "403 forbidden",

@@ -102,7 +102,7 @@ pub use approval::{Approval, ApprovalDecision, ApprovalKind, ApprovalRequest};
 pub use client::{Client, ClientBuilder};
 pub use error::{Error, ErrorKind, Phase, phase_of_error_info};
 pub use options::{DEFAULT_INTERRUPT_GRACE, SandboxMode, SessionOptions};
-pub use result::{RunEvent, RunResult, RunStream, ToolCall, Typed, TurnUsage};
+pub use result::{RunEvent, RunResult, RunStream, ToolCall, TurnUsage, Typed};
 pub use schema::{make_strict, output_schema};
 pub use session::{Prompt, Session};
 pub use tool::{DEFAULT_TOOL_TIMEOUT, Tool};

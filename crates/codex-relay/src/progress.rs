@@ -34,7 +34,10 @@ impl Progress {
             Ev::ToolCallEnd { .. } => self.doing = "thinking".into(),
             Ev::RequestOpened { .. } => self.doing = "waiting for an approval".into(),
             Ev::Usage { total, .. } => self.tokens = total.total_tokens,
-            Ev::Error { message, retrying: true } => {
+            Ev::Error {
+                message,
+                retrying: true,
+            } => {
                 self.doing = format!("retrying: {}", one_line(message));
             }
             _ => return,

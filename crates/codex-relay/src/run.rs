@@ -165,7 +165,10 @@ async fn stop_background_terminals(server: &AppServer, thread: &str, grace: Dura
     {
         Ok(_) => {}
         Err(codex_relay_codex::PeerError::Unsupported { .. }) => {}
-        Err(e) => tracing::warn!(thread, "stopping the turn's background terminals failed: {e}"),
+        Err(e) => tracing::warn!(
+            thread,
+            "stopping the turn's background terminals failed: {e}"
+        ),
     }
 }
 
@@ -187,7 +190,10 @@ async fn on_deadline(
     match state {
         Deadline::Armed(_) => {
             let until = tokio::time::Instant::now() + grace;
-            tracing::info!(session = ctx.handle.id(), "run deadline passed; interrupting the turn");
+            tracing::info!(
+                session = ctx.handle.id(),
+                "run deadline passed; interrupting the turn"
+            );
             let handle = ctx.handle.clone();
             // The interrupt's answer is not awaited past the grace: the loop keeps watching.
             tokio::spawn(async move {
@@ -343,7 +349,9 @@ fn finish(
         (TurnEndStatus::Cancelled, Deadline::Interrupted(_)) => Some(Error::new(
             Phase::Budget,
             ErrorKind::Deadline { killed: false },
-            format!("the run's deadline ({limit:?}) passed; the turn was interrupted (turn/interrupt) and stopped within the grace"),
+            format!(
+                "the run's deadline ({limit:?}) passed; the turn was interrupted (turn/interrupt) and stopped within the grace"
+            ),
         )),
         (TurnEndStatus::Cancelled, _) => Some(Error::new(
             Phase::Codex,
@@ -358,7 +366,11 @@ fn finish(
                     .as_deref()
                     .is_some_and(|m| m.starts_with("Codex exited")) =>
                 {
-                    Error::new(Phase::Codex, ErrorKind::Exited, fallback.unwrap_or_default())
+                    Error::new(
+                        Phase::Codex,
+                        ErrorKind::Exited,
+                        fallback.unwrap_or_default(),
+                    )
                 }
                 None => Error::turn_failed(Value::Null, fallback.as_deref()),
             })

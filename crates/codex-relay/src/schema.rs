@@ -8,7 +8,15 @@ use crate::error::Error;
 /// The `format` values strict structured outputs accept; others (`uint32`, `double`, ...)
 /// are dropped (the type stays).
 const FORMATS: &[&str] = &[
-    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
 ];
 
 /// The strict-compatible JSON schema of `T`, ready to send as a turn's `outputSchema`.
@@ -62,8 +70,7 @@ fn strict_at(schema: &mut Value, path: &str) -> Result<(), Error> {
         return Ok(());
     };
     m.remove("default");
-    if m
-        .get("format")
+    if m.get("format")
         .and_then(Value::as_str)
         .is_some_and(|f| !FORMATS.contains(&f))
     {
@@ -155,7 +162,10 @@ mod tests {
     #[test]
     fn every_object_at_any_depth_is_closed_and_fully_required() {
         let schema = output_schema::<Outer>().unwrap();
-        assert_eq!(schema["required"], json!(["title", "note", "inner", "shape"]));
+        assert_eq!(
+            schema["required"],
+            json!(["title", "note", "inner", "shape"])
+        );
         assert!(schema["$defs"]["Inner"].is_object(), "{schema}");
         let mut objects = Vec::new();
         all_objects(&schema, &mut objects);

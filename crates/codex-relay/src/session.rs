@@ -168,9 +168,7 @@ impl Prompt<'_> {
     }
 
     /// Runs the turn with `T`'s strict schema as output schema and parses the answer.
-    pub async fn run_typed<T: DeserializeOwned + JsonSchema>(
-        mut self,
-    ) -> Result<Typed<T>, Error> {
+    pub async fn run_typed<T: DeserializeOwned + JsonSchema>(mut self) -> Result<Typed<T>, Error> {
         self.output_schema = Some(crate::schema::output_schema::<T>()?);
         let run = self.run().await?;
         let value = run.parse::<T>()?;

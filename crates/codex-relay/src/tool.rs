@@ -87,7 +87,7 @@ impl Tool {
     }
 
     /// A tool whose arguments are `A` (its schema is generated from `A`) and whose output `R`
-    /// is sent to the model as JSON. Arguments that do not parse into `A` are a failed call.
+    /// is sent to the model as JSON (a string as it is). Arguments that do not parse into `A` are a failed call.
     ///
     /// ```
     /// use codex_relay::Tool;
@@ -120,7 +120,11 @@ impl Tool {
                 let args: A = serde_json::from_value(args)
                     .map_err(|e| format!("the arguments do not fit the tool's schema: {e}"))?;
                 let out = f(args).await.map_err(|e| e.to_string())?;
-                serde_json::to_string(&out).map_err(|e| e.to_string())
+                // A string goes as it is; anything else as compact JSON.
+                match serde_json::to_value(&out).map_err(|e| e.to_string())? {
+                    Value::String(text) => Ok(text),
+                    other => Ok(other.to_string()),
+                }
             }
         })
     }
@@ -183,7 +187,9 @@ impl ToolHandler for Guarded {
             let abort = task.abort_handle();
             match tokio::time::timeout(timeout, task).await {
                 Ok(Ok(result)) => result,
-                Ok(Err(join)) if join.is_panic() => Err(panicked(&name, join.into_panic().as_ref())),
+                Ok(Err(join)) if join.is_panic() => {
+                    Err(panicked(&name, join.into_panic().as_ref()))
+                }
                 Ok(Err(_)) => Err(format!("the tool {name} was cancelled")),
                 Err(_) => {
                     abort.abort();
@@ -227,7 +233,9 @@ mod tests {
             Ok::<_, String>(format!("got {}", a["x"]))
         });
         assert_eq!(call(&ok, json!({"x": 1})), Ok("got 1".into()));
-        let err = Tool::new("err", "", json!({}), |_| async { Err::<String, _>("no luck") });
+        let err = Tool::new("err", "", json!({}), |_| async {
+            Err::<String, _>("no luck")
+        });
         assert_eq!(call(&err, json!({})), Err("no luck".into()));
         let boom = Tool::new("boom", "", json!({}), |_| async {
             panic!("kaboom");
@@ -242,7 +250,10 @@ mod tests {
         })
         .timeout(Duration::from_millis(50));
         let e = call(&slow, json!({})).unwrap_err();
-        assert!(e.contains("did not finish within") && e.contains("cancelled"), "{e}");
+        assert!(
+            e.contains("did not finish within") && e.contains("cancelled"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -252,7 +263,11 @@ mod tests {
             a: i64,
             b: i64,
         }
-        let add = Tool::typed("add", "adds", |x: Add| async move { Ok::<_, String>(x.a + x.b) });
+        let add = Tool::typed(
+            "add",
+            "adds",
+            |x: Add| async move { Ok::<_, String>(x.a + x.b) },
+        );
         assert_eq!(call(&add, json!({"a": 2, "b": 3})), Ok("5".into()));
         let e = call(&add, json!({"a": "two"})).unwrap_err();
         assert!(e.contains("do not fit"), "{e}");

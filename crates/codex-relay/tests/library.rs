@@ -6,9 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use codex_relay::event::{Ev, ToolEndStatus};
-use codex_relay::{
-    Approval, ApprovalDecision, ApprovalKind, ErrorKind, Phase, RunEvent, Tool,
-};
+use codex_relay::{Approval, ApprovalDecision, ApprovalKind, ErrorKind, Phase, RunEvent, Tool};
 use codex_relay_testkit::{Item, Reply, for_each_codex};
 use futures::StreamExt;
 use library_support::Bed;
@@ -33,10 +31,9 @@ struct Summary {
 
 async fn typed_output_is_parsed_into_a_struct(version: &'static str) {
     let bed = Bed::start(version).await;
-    bed.model.push([Reply::text(
-        r#"{"title":"relay","files":["a.rs","b.rs"],"note":null}"#,
-    )
-    .with_usage(200, 40)]);
+    bed.model.push([
+        Reply::text(r#"{"title":"relay","files":["a.rs","b.rs"],"note":null}"#).with_usage(200, 40),
+    ]);
     let session = bed.client.session(bed.options()).await.unwrap();
     let typed = session
         .run_typed::<Summary>("summarize the repository")
@@ -53,7 +50,10 @@ async fn typed_output_is_parsed_into_a_struct(version: &'static str) {
     assert_eq!(typed.run.usage.turn.input_tokens, 200);
     assert_eq!(typed.run.usage.turn.output_tokens, 40);
     // What reached the model: the strict schema, every property required, nothing extra.
-    let format = bed.model.requests()[0].text_format().cloned().expect("text.format");
+    let format = bed.model.requests()[0]
+        .text_format()
+        .cloned()
+        .expect("text.format");
     assert_eq!(format["type"], "json_schema");
     assert_eq!(format["strict"], true);
     assert_eq!(format["schema"]["additionalProperties"], false);
@@ -124,11 +124,17 @@ async fn a_custom_tool_gets_the_models_arguments_and_the_model_gets_its_result(
     let reqs = bed.model.requests();
     assert!(reqs[0].tool_names().contains(&"ticket".to_owned()));
     let output = reqs[1].tool_output("call_t").expect("the tool's output");
-    assert!(output.contains("ticket 42: the login page is slow"), "{output}");
+    assert!(
+        output.contains("ticket 42: the login page is slow"),
+        "{output}"
+    );
     // 0.169 reports a dynamic tool call as an item (0.98 does not).
     if version != "0.98.0" {
         let calls = result.tool_calls();
-        let call = calls.iter().find(|c| c.name.contains("ticket")).expect("the call is an item");
+        let call = calls
+            .iter()
+            .find(|c| c.name.contains("ticket"))
+            .expect("the call is an item");
         assert_eq!(call.status, Some(ToolEndStatus::Completed), "{calls:?}");
     }
     bed.client.shutdown().await;
@@ -143,22 +149,32 @@ async fn a_panicking_tool_and_a_slow_tool_are_failed_calls_and_the_turn_complete
         Reply::items(vec![Item::function_call("dawdle", json!({}), "call_s")]),
         Reply::text("carried on"),
     ]);
-    let explode = Tool::new("explode", "Always panics", json!({"type": "object"}), |_| async {
-        if true {
-            panic!("the tool fell over");
-        }
-        Ok::<String, String>(String::new())
-    });
+    let explode = Tool::new(
+        "explode",
+        "Always panics",
+        json!({"type": "object"}),
+        |_| async {
+            if true {
+                panic!("the tool fell over");
+            }
+            Ok::<String, String>(String::new())
+        },
+    );
     let finished = Arc::new(Mutex::new(false));
     let flag = finished.clone();
-    let dawdle = Tool::new("dawdle", "Takes forever", json!({"type": "object"}), move |_| {
-        let flag = flag.clone();
-        async move {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            *flag.lock().unwrap() = true;
-            Ok::<_, String>("too late".to_owned())
-        }
-    })
+    let dawdle = Tool::new(
+        "dawdle",
+        "Takes forever",
+        json!({"type": "object"}),
+        move |_| {
+            let flag = flag.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                *flag.lock().unwrap() = true;
+                Ok::<_, String>("too late".to_owned())
+            }
+        },
+    )
     .timeout(Duration::from_millis(500));
     let session = bed
         .client
@@ -166,14 +182,27 @@ async fn a_panicking_tool_and_a_slow_tool_are_failed_calls_and_the_turn_complete
         .await
         .unwrap();
     let started = Instant::now();
-    let result = session.run("use both tools").await.expect("the turn completes");
+    let result = session
+        .run("use both tools")
+        .await
+        .expect("the turn completes");
     assert_eq!(result.text, "carried on");
-    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     let reqs = bed.model.requests();
     let panicked = reqs[1].tool_output("call_p").expect("the panic's output");
-    assert!(panicked.contains("panicked") && panicked.contains("the tool fell over"), "{panicked}");
+    assert!(
+        panicked.contains("panicked") && panicked.contains("the tool fell over"),
+        "{panicked}"
+    );
     let slow = reqs[2].tool_output("call_s").expect("the timeout's output");
-    assert!(slow.contains("did not finish within") && slow.contains("cancelled"), "{slow}");
+    assert!(
+        slow.contains("did not finish within") && slow.contains("cancelled"),
+        "{slow}"
+    );
     // Cancelled means dropped: the slow tool never got to finish.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!*finished.lock().unwrap());
@@ -194,14 +223,30 @@ async fn an_approval_callback_sees_the_command_and_its_denial_reaches_the_model(
         record.lock().unwrap().push(req);
         async { ApprovalDecision::deny("no new files on fridays") }
     });
-    let session = bed.client.session(bed.options().approval(approval)).await.unwrap();
-    let result = session.run("create a file").await.expect("the turn completes");
+    let session = bed
+        .client
+        .session(bed.options().approval(approval))
+        .await
+        .unwrap();
+    let result = session
+        .run("create a file")
+        .await
+        .expect("the turn completes");
     assert_eq!(result.text, "understood, not touching it");
     let asked = asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(asked[0].kind, ApprovalKind::Command);
-    assert!(asked[0].command.as_deref().unwrap_or("").contains("touch approved-by-nobody.txt"));
-    assert_eq!(asked[0].cwd.as_deref(), Some(bed.home.workspace().to_str().unwrap()));
+    assert!(
+        asked[0]
+            .command
+            .as_deref()
+            .unwrap_or("")
+            .contains("touch approved-by-nobody.txt")
+    );
+    assert_eq!(
+        asked[0].cwd.as_deref(),
+        Some(bed.home.workspace().to_str().unwrap())
+    );
     assert!(!bed.home.workspace().join("approved-by-nobody.txt").exists());
     let next = bed.model.requests()[1].body.to_string();
     assert!(next.contains("no new files on fridays"), "{next}");
@@ -215,7 +260,8 @@ async fn an_approval_callback_sees_the_command_and_its_denial_reaches_the_model(
 async fn a_deadline_interrupts_sleep_30_within_the_grace(version: &'static str) {
     let bed = Bed::start(version).await;
     let marker = format!("deadline-{}-{}", std::process::id(), version);
-    bed.model.push([Reply::exec(&format!("sleep 30; echo {marker}"), "call_z")]);
+    bed.model
+        .push([Reply::exec(&format!("sleep 30; echo {marker}"), "call_z")]);
     let session = bed.client.session(bed.options()).await.unwrap();
     let deadline = Duration::from_secs(4);
     let grace = Duration::from_secs(10);
@@ -233,7 +279,12 @@ async fn a_deadline_interrupts_sleep_30_within_the_grace(version: &'static str) 
     assert!(err.to_string().contains("interrupted"), "{err}");
     assert!(took >= deadline && took < deadline + grace, "{took:?}");
     // The command had started, and went with the turn.
-    let events = bed.client.relay().events(session.id(), 0, 10_000).await.unwrap();
+    let events = bed
+        .client
+        .relay()
+        .events(session.id(), 0, 10_000)
+        .await
+        .unwrap();
     assert!(
         events.iter().any(|e| matches!(&e.ev, Ev::ToolCallStart { args, .. } if args.to_string().contains(&marker))),
         "the command never started"

@@ -92,7 +92,10 @@ async fn run_prints_the_final_message_and_resume_continues_the_session(version: 
     assert_eq!(session_id(&second), id);
     // The second turn continued the thread: the model saw the first exchange.
     let texts = bed.model.requests()[1].user_texts().join("\n");
-    assert!(texts.contains("remember the word avocado") && texts.contains("which word?"), "{texts}");
+    assert!(
+        texts.contains("remember the word avocado") && texts.contains("which word?"),
+        "{texts}"
+    );
 }
 
 async fn run_json_lines_parse_as_envelopes(version: &'static str) {
@@ -106,12 +109,22 @@ async fn run_json_lines_parse_as_envelopes(version: &'static str) {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
     assert!(envelopes.windows(2).all(|w| w[0].seq < w[1].seq), "{text}");
-    assert!(envelopes.iter().any(|e| matches!(&e.ev, Ev::Text { text, thinking: false } if text == "streamed")));
+    assert!(
+        envelopes
+            .iter()
+            .any(|e| matches!(&e.ev, Ev::Text { text, thinking: false } if text == "streamed"))
+    );
     assert!(envelopes.iter().any(|e| matches!(
         e.ev,
-        Ev::TurnEnd { status: TurnEndStatus::Completed, .. }
+        Ev::TurnEnd {
+            status: TurnEndStatus::Completed,
+            ..
+        }
     )));
-    assert!(!text.lines().any(|l| l == "streamed"), "no plain text with --json");
+    assert!(
+        !text.lines().any(|l| l == "streamed"),
+        "no plain text with --json"
+    );
 }
 
 async fn run_output_schema_prints_the_parsed_json_or_exits_4_with_the_raw_text(
@@ -132,9 +145,14 @@ async fn run_output_schema_prints_the_parsed_json_or_exits_4_with_the_raw_text(
     let good = bed.run(&["--output-schema", &schema_arg, "check"]).await;
     assert_eq!(good.status.code(), Some(0));
     assert_eq!(stdout(&good), "{\"n\":3,\"ok\":true}\n");
-    let sent = bed.model.requests()[0].text_format().cloned().expect("text.format");
+    let sent = bed.model.requests()[0]
+        .text_format()
+        .cloned()
+        .expect("text.format");
     assert_eq!(sent["schema"]["additionalProperties"], false);
-    let bad = bed.run(&["--output-schema", &schema_arg, "check again"]).await;
+    let bad = bed
+        .run(&["--output-schema", &schema_arg, "check again"])
+        .await;
     assert_eq!(bad.status.code(), Some(4));
     assert!(stderr(&bad).contains("response error"), "{}", stderr(&bad));
     assert!(stderr(&bad).contains("ok, three"), "the raw text is shown");
@@ -164,7 +182,11 @@ async fn a_429_is_a_budget_error_with_exit_code_6(version: &'static str) {
     let out = bed.run(&["hello"]).await;
     assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     assert!(stderr(&out).contains("budget error"), "{}", stderr(&out));
-    assert!(stderr(&out).contains("\"httpStatusCode\":429"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("\"httpStatusCode\":429"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `--approve ask` with no terminal is refused before Codex starts (exit 1).
@@ -172,10 +194,17 @@ async fn a_429_is_a_budget_error_with_exit_code_6(version: &'static str) {
 fn ask_without_a_terminal_is_refused_before_codex_starts() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = std::process::Command::new(RELAY);
-    cmd.args(["run", "--approve", "ask", "--codex", "/nonexistent/codex", "--db"])
-        .arg(dir.path().join("relay.db"))
-        .arg("hello")
-        .stdin(Stdio::null());
+    cmd.args([
+        "run",
+        "--approve",
+        "ask",
+        "--codex",
+        "/nonexistent/codex",
+        "--db",
+    ])
+    .arg(dir.path().join("relay.db"))
+    .arg("hello")
+    .stdin(Stdio::null());
     // SAFETY: setsid only detaches the child from the controlling terminal.
     unsafe {
         cmd.pre_exec(|| {
@@ -187,5 +216,8 @@ fn ask_without_a_terminal_is_refused_before_codex_starts() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("--approve ask needs a terminal"), "{err}");
-    assert!(!Path::new(&dir.path().join("relay.db")).exists(), "nothing was opened");
+    assert!(
+        !Path::new(&dir.path().join("relay.db")).exists(),
+        "nothing was opened"
+    );
 }
