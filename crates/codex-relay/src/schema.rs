@@ -35,7 +35,7 @@ const FORMATS: &[&str] = &[
 ///
 /// let schema = codex_relay::output_schema::<Verdict>().unwrap();
 /// assert_eq!(schema["additionalProperties"], false);
-/// assert_eq!(schema["required"], serde_json::json!(["ok", "note"]));
+/// assert_eq!(schema["required"], serde_json::json!(["note", "ok"]));
 /// ```
 pub fn output_schema<T: JsonSchema>() -> Result<Value, Error> {
     let schema = schemars::schema_for!(T);
@@ -164,7 +164,7 @@ mod tests {
         let schema = output_schema::<Outer>().unwrap();
         assert_eq!(
             schema["required"],
-            json!(["title", "note", "inner", "shape"])
+            json!(["inner", "note", "shape", "title"])
         );
         assert!(schema["$defs"]["Inner"].is_object(), "{schema}");
         let mut objects = Vec::new();

@@ -122,7 +122,7 @@ impl Tool {
                 let out = f(args).await.map_err(|e| e.to_string())?;
                 // A string goes as it is; anything else as compact JSON.
                 match serde_json::to_value(&out).map_err(|e| e.to_string())? {
-                    Value::String(text) => Ok(text),
+                    Value::String(text) => Ok::<_, String>(text),
                     other => Ok(other.to_string()),
                 }
             }
