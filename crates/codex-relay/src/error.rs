@@ -87,9 +87,13 @@ pub enum ErrorKind {
 }
 
 /// A failed run or call. `Display` gives one line; the accessors give everything Codex said.
+/// (Boxed inside: a `Result<_, Error>` stays one pointer wide.)
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{phase} error: {message}")]
-pub struct Error {
+#[error("{} error: {}", .0.phase, .0.message)]
+pub struct Error(Box<Inner>);
+
+#[derive(Debug, Clone)]
+struct Inner {
     phase: Phase,
     kind: ErrorKind,
     message: String,
@@ -105,7 +109,7 @@ pub struct Error {
 impl Error {
     /// A new error; the optional parts are added with the `with_*` methods.
     pub fn new(phase: Phase, kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
+        Self(Box::new(Inner {
             phase,
             kind,
             message: message.into(),
@@ -116,7 +120,7 @@ impl Error {
             stderr_tail: None,
             session_id: None,
             turn_id: None,
-        }
+        }))
     }
 
     pub(crate) fn setup(message: impl Into<String>) -> Self {
@@ -125,59 +129,59 @@ impl Error {
 
     /// The phase the run failed in.
     pub fn phase(&self) -> Phase {
-        self.phase
+        self.0.phase
     }
 
     /// The precise kind of failure.
     pub fn kind(&self) -> &ErrorKind {
-        &self.kind
+        &self.0.kind
     }
 
     /// The one-line message (without the phase).
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 
     /// For [`ErrorKind::InvalidOutput`]: the model's final message exactly as it came.
     pub fn raw_text(&self) -> Option<&str> {
-        self.raw_text.as_deref()
+        self.0.raw_text.as_deref()
     }
 
     /// Codex's `codexErrorInfo` for a failed turn (a string such as `"unauthorized"`, or an
     /// object such as `{"responseTooManyFailedAttempts": {"httpStatusCode": 429}}`).
     pub fn codex_error_info(&self) -> Option<&Value> {
-        self.codex_error_info.as_ref()
+        self.0.codex_error_info.as_ref()
     }
 
     /// Codex's `additionalDetails` for a failed turn.
     pub fn additional_details(&self) -> Option<&str> {
-        self.additional_details.as_deref()
+        self.0.additional_details.as_deref()
     }
 
     /// The whole error object Codex sent (`turn/completed`'s `turn.error`, or an `error`
     /// notification's `error`).
     pub fn raw_error(&self) -> Option<&Value> {
-        self.raw_error.as_ref()
+        self.0.raw_error.as_ref()
     }
 
     /// The last lines Codex wrote to stderr (bounded), when known.
     pub fn stderr_tail(&self) -> Option<&str> {
-        self.stderr_tail.as_deref()
+        self.0.stderr_tail.as_deref()
     }
 
     /// The session (Codex thread) the error happened in, when there was one.
     pub fn session_id(&self) -> Option<&str> {
-        self.session_id.as_deref()
+        self.0.session_id.as_deref()
     }
 
     /// The turn the error happened in, when there was one.
     pub fn turn_id(&self) -> Option<&str> {
-        self.turn_id.as_deref()
+        self.0.turn_id.as_deref()
     }
 
     /// Attaches the model's raw final message.
     pub fn with_raw_text(mut self, text: impl Into<String>) -> Self {
-        self.raw_text = Some(text.into());
+        self.0.raw_text = Some(text.into());
         self
     }
 
@@ -185,25 +189,25 @@ impl Error {
     pub fn with_stderr_tail(mut self, tail: impl Into<String>) -> Self {
         let tail = tail.into();
         if !tail.trim().is_empty() {
-            self.stderr_tail = Some(tail);
+            self.0.stderr_tail = Some(tail);
         }
         self
     }
 
     /// Attaches Codex's error object: `codexErrorInfo` and `additionalDetails` are read from it.
     pub fn with_raw_error(mut self, raw: Value) -> Self {
-        self.codex_error_info = raw.get("codexErrorInfo").filter(|v| !v.is_null()).cloned();
-        self.additional_details = raw
+        self.0.codex_error_info = raw.get("codexErrorInfo").filter(|v| !v.is_null()).cloned();
+        self.0.additional_details = raw
             .get("additionalDetails")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        self.raw_error = Some(raw);
+        self.0.raw_error = Some(raw);
         self
     }
 
     pub(crate) fn in_turn(mut self, session: &str, turn: Option<&str>) -> Self {
-        self.session_id = Some(session.to_owned());
-        self.turn_id = turn.map(str::to_owned);
+        self.0.session_id = Some(session.to_owned());
+        self.0.turn_id = turn.map(str::to_owned);
         self
     }
 
