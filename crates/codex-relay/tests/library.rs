@@ -301,3 +301,62 @@ async fn a_deadline_interrupts_sleep_30_within_the_grace(version: &'static str) 
     println!("{version}: deadline {deadline:?} → interrupted after {took:?}");
     bed.client.shutdown().await;
 }
+
+/// Real Codex stops an interrupted turn within milliseconds (even with one of our tools still
+/// running), so the kill path is proven on a fake app-server that never answers
+/// `turn/interrupt`: after the grace, the whole process group goes, the command with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_kills_the_process_group_when_the_interrupt_does_not_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("deaf-{}", std::process::id());
+    let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fakes/deaf-app-server");
+    let client = codex_relay::ClientBuilder::new()
+        .codex_binary(fake)
+        .codex_env("DEAF_MARKER", Some(marker.clone().into()))
+        .store(dir.path().join("relay.db").display().to_string())
+        .build()
+        .await
+        .unwrap();
+    let options = codex_relay::SessionOptions::new().cwd(dir.path().display().to_string());
+    let session = client.session(options).await.unwrap();
+    let (deadline, grace) = (Duration::from_secs(1), Duration::from_secs(1));
+    // Watch for the command while the run goes on: it must have run before the kill.
+    let seen = Arc::new(Mutex::new(false));
+    let watch = {
+        let (seen, marker) = (seen.clone(), marker.clone());
+        tokio::spawn(async move {
+            loop {
+                if !codex_relay_testkit::procs::pids_with_cmdline(&marker).is_empty() {
+                    *seen.lock().unwrap() = true;
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let err = session
+        .prompt("never ends")
+        .deadline(deadline)
+        .interrupt_grace(grace)
+        .run()
+        .await
+        .expect_err("the deadline passes");
+    let took = started.elapsed();
+    assert_eq!(err.kind(), &ErrorKind::Deadline { killed: true }, "{err}");
+    assert_eq!(err.phase(), Phase::Budget);
+    assert!(
+        err.to_string().contains("process group was killed"),
+        "{err}"
+    );
+    assert!(
+        took >= deadline + grace && took < deadline + grace + Duration::from_secs(3),
+        "{took:?}"
+    );
+    watch.abort();
+    assert!(*seen.lock().unwrap(), "the fake's command never ran");
+    let left = codex_relay_testkit::procs::pids_with_cmdline(&marker);
+    assert!(left.is_empty(), "the command outlived the kill: {left:?}");
+    println!("kill path: deadline {deadline:?} + grace {grace:?} → killed after {took:?}");
+    client.shutdown().await;
+}
