@@ -11,6 +11,8 @@ pub struct Progress {
     doing: String,
     tokens: i64,
     shown: bool,
+    /// Approvals open: the line is left alone while someone may be typing an answer.
+    pending: usize,
 }
 
 impl Progress {
@@ -22,6 +24,7 @@ impl Progress {
             doing: "starting".into(),
             tokens: 0,
             shown: false,
+            pending: 0,
         }
     }
 
@@ -32,7 +35,18 @@ impl Progress {
                 self.doing = format!("{}: {}", name, one_line(title));
             }
             Ev::ToolCallEnd { .. } => self.doing = "thinking".into(),
-            Ev::RequestOpened { .. } => self.doing = "waiting for an approval".into(),
+            Ev::RequestOpened { .. } => {
+                self.pending += 1;
+                self.doing = "waiting for an approval".into();
+                if self.pending == 1 {
+                    self.draw();
+                }
+                return;
+            }
+            Ev::RequestResolved { .. } => {
+                self.pending = self.pending.saturating_sub(1);
+                self.doing = "thinking".into();
+            }
             Ev::Usage { total, .. } => self.tokens = total.total_tokens,
             Ev::Error {
                 message,
@@ -42,11 +56,13 @@ impl Progress {
             }
             _ => return,
         }
-        self.draw();
+        if self.pending == 0 {
+            self.draw();
+        }
     }
 
     pub fn delta(&mut self, d: &Delta) {
-        if d.stream == "text" && self.doing != "writing" {
+        if d.stream == "text" && self.doing != "writing" && self.pending == 0 {
             self.doing = "writing".into();
             self.draw();
         }

@@ -14,6 +14,9 @@ use crate::approval::{Approval, ApprovalRequest};
 use crate::error::{Error, ErrorKind, Phase};
 use crate::result::{RunEvent, RunResult, TurnUsage};
 
+/// Events read from the session log at a time.
+const BATCH: usize = 1000;
+
 /// What to run.
 pub(crate) struct TurnSpec {
     pub text: String,
@@ -97,9 +100,10 @@ pub(crate) async fn drive(
     loop {
         let batch = ctx
             .relay
-            .events(&id, cursor, 1000)
+            .events(&id, cursor, BATCH)
             .await
             .map_err(|e| Error::from(e).in_turn(&id, Some(&turn)))?;
+        let full = batch.len() == BATCH;
         for env in batch {
             cursor = env.seq;
             seen.take(&env, &ctx);
@@ -109,6 +113,10 @@ pub(crate) async fn drive(
         }
         if seen.end.is_some() {
             break;
+        }
+        if full {
+            // More is logged already: read on before waiting.
+            continue;
         }
         if matches!(deadline, Deadline::Killed) {
             // The group is gone; the session logs Codex's exit as the turn's end shortly.

@@ -15,6 +15,7 @@ for_each_codex!(
     run_output_schema_prints_the_parsed_json_or_exits_4_with_the_raw_text,
     a_401_is_a_request_error_with_exit_code_3,
     a_429_is_a_budget_error_with_exit_code_6,
+    on_a_terminal_there_is_a_progress_line_and_ask_puts_approvals_to_the_person,
 );
 
 struct Bed {
@@ -57,6 +58,50 @@ impl Bed {
         );
         out
     }
+
+    /// The same under `script`, so stdin, stdout and stderr are a terminal; `input` is typed.
+    async fn run_in_terminal(&self, args: &[&str], input: &str) -> Output {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+        let mut line = vec![
+            quote(RELAY),
+            "run".into(),
+            "--codex".into(),
+            quote(&self.codex.display().to_string()),
+            "--codex-home".into(),
+            quote(&self.home.path().display().to_string()),
+            "--db".into(),
+            quote(&self.home.root().join("relay.db").display().to_string()),
+            "--cwd".into(),
+            quote(&self.home.workspace().display().to_string()),
+        ];
+        line.extend(args.iter().map(|a| quote(a)));
+        let mut child = tokio::process::Command::new("script")
+            .args(["-qec", &line.join(" "), "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("script starts");
+        let mut stdin = child.stdin.take().unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stdin, input.as_bytes())
+            .await
+            .unwrap();
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            child.wait_with_output(),
+        )
+        .await
+        .expect("run finishes")
+        .unwrap();
+        drop(stdin);
+        eprintln!(
+            "terminal run {args:?} → {:?}:\n{}",
+            out.status.code(),
+            stdout(&out)
+        );
+        out
+    }
 }
 
 fn stdout(out: &Output) -> String {
@@ -84,6 +129,10 @@ async fn run_prints_the_final_message_and_resume_continues_the_session(version: 
     ]);
     let first = bed.run(&["remember the word avocado"]).await;
     assert_eq!(first.status.code(), Some(0));
+    assert!(
+        !stderr(&first).contains('\x1b'),
+        "no progress line when stderr is not a terminal"
+    );
     assert_eq!(stdout(&first), "the first answer\n");
     let id = session_id(&first);
     let second = bed.run(&["--resume", &id, "which word?"]).await;
@@ -186,6 +235,36 @@ async fn a_429_is_a_budget_error_with_exit_code_6(version: &'static str) {
         stderr(&out).contains("\"httpStatusCode\":429"),
         "{}",
         stderr(&out)
+    );
+}
+
+async fn on_a_terminal_there_is_a_progress_line_and_ask_puts_approvals_to_the_person(
+    version: &'static str,
+) {
+    let bed = Bed::start(version).await;
+    bed.model.push([
+        Reply::exec("touch asked-first.txt", "call_a"),
+        Reply::text("fine, I left it"),
+    ]);
+    let out = bed
+        .run_in_terminal(&["--approve", "ask", "make a file"], "d: not on my watch\n")
+        .await;
+    let screen = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    assert!(
+        screen.contains("Codex wants to run `") && screen.contains("touch asked-first.txt"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("tokens") && screen.contains("\x1b[2K"),
+        "a progress line: {screen}"
+    );
+    assert!(screen.contains("fine, I left it"), "{screen}");
+    assert!(!bed.home.workspace().join("asked-first.txt").exists());
+    let next = bed.model.requests()[1].body.to_string();
+    assert!(
+        next.contains("not on my watch"),
+        "the reason reached the model: {next}"
     );
 }
 
