@@ -19,6 +19,7 @@ for_each_codex!(
     a_custom_tool_gets_the_models_arguments_and_the_model_gets_its_result,
     a_panicking_tool_and_a_slow_tool_are_failed_calls_and_the_turn_completes,
     an_approval_callback_sees_the_command_and_its_denial_reaches_the_model,
+    the_auto_policy_approves_and_the_deny_policy_declines,
     a_deadline_interrupts_sleep_30_within_the_grace,
 );
 
@@ -254,6 +255,51 @@ async fn an_approval_callback_sees_the_command_and_its_denial_reaches_the_model(
         &e.ev,
         Ev::RequestResolved { decision, by, .. } if decision == "deny" && by == "library"
     )));
+    bed.client.shutdown().await;
+}
+
+async fn the_auto_policy_approves_and_the_deny_policy_declines(version: &'static str) {
+    let bed = Bed::start(version).await;
+    bed.model.push([
+        Reply::exec("touch auto.txt", "call_a"),
+        Reply::text("made it"),
+        Reply::exec("touch denied.txt", "call_d"),
+        Reply::text("could not"),
+    ]);
+    let auto = bed
+        .client
+        .session(bed.options().approval(Approval::Auto))
+        .await
+        .unwrap();
+    assert_eq!(auto.run("make auto.txt").await.unwrap().text, "made it");
+    assert!(bed.home.workspace().join("auto.txt").exists());
+    let deny = bed
+        .client
+        .session(bed.options().approval(Approval::Deny))
+        .await
+        .unwrap();
+    let result = deny.run("make denied.txt").await.unwrap();
+    assert_eq!(result.text, "could not");
+    assert!(!bed.home.workspace().join("denied.txt").exists());
+    assert!(result.events.iter().any(|e| matches!(
+        &e.ev,
+        Ev::RequestResolved { decision, by, .. } if decision == "deny" && by == "library"
+    )));
+    // 0.169 reports the declined command as an item (0.98 does not).
+    if version != "0.98.0" {
+        let calls = result.tool_calls();
+        assert!(
+            calls
+                .iter()
+                .any(|c| c.status == Some(ToolEndStatus::Declined)),
+            "{calls:?}"
+        );
+    }
+    let next = bed.model.requests()[3].body.to_string();
+    assert!(
+        next.contains("denied by the caller's approval policy"),
+        "{next}"
+    );
     bed.client.shutdown().await;
 }
 

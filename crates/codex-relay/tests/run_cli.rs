@@ -127,7 +127,15 @@ async fn run_prints_the_final_message_and_resume_continues_the_session(version: 
         Reply::text("the first answer"),
         Reply::text("the second answer"),
     ]);
-    let first = bed.run(&["remember the word avocado"]).await;
+    let first = bed
+        .run(&[
+            "--model",
+            "mock-model-2",
+            "-c",
+            "developer_instructions=always-answer-in-lowercase",
+            "remember the word avocado",
+        ])
+        .await;
     assert_eq!(first.status.code(), Some(0));
     assert!(
         !stderr(&first).contains('\x1b'),
@@ -139,6 +147,13 @@ async fn run_prints_the_final_message_and_resume_continues_the_session(version: 
     assert_eq!(second.status.code(), Some(0));
     assert_eq!(stdout(&second), "the second answer\n");
     assert_eq!(session_id(&second), id);
+    // --model and -c reached Codex.
+    let body = &bed.model.requests()[0].body;
+    assert_eq!(body["model"], "mock-model-2");
+    assert!(
+        body.to_string().contains("always-answer-in-lowercase"),
+        "{body}"
+    );
     // The second turn continued the thread: the model saw the first exchange.
     let texts = bed.model.requests()[1].user_texts().join("\n");
     assert!(
