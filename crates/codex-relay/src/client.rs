@@ -266,13 +266,21 @@ impl Client {
         Ok(Session::new(self.relay.clone(), handle, options))
     }
 
-    /// One prompt in a new session with `options`: the shortest way to a result.
+    /// One prompt in a new session with `options`: the shortest way to a result. The session
+    /// is closed afterwards, so one-shot runs do not pile up against `max_sessions`; its thread
+    /// stays in the store (`RunResult::session_id`) for `codex-relay run --resume` or a later
+    /// client. For a conversation, use [`Client::session`].
     pub async fn run(
         &self,
         options: SessionOptions,
         prompt: impl Into<String>,
     ) -> Result<RunResult, Error> {
-        self.session(options).await?.run(prompt).await
+        let session = self.session(options).await?;
+        let result = session.run(prompt).await;
+        if let Err(e) = session.close().await {
+            tracing::debug!("closing a one-shot session: {e}");
+        }
+        result
     }
 
     /// Stops Codex (its whole process group) and flushes the store. Sessions stay in the

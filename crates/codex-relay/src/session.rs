@@ -15,7 +15,8 @@ use crate::result::{RunResult, RunStream, Typed};
 use crate::run::{RunCtx, TurnSpec, drive};
 
 /// One Codex thread opened by a [`crate::Client`]. Runs in it happen one at a time; each
-/// continues the conversation.
+/// continues the conversation. An open session holds one of the client's `max_sessions`
+/// slots until [`Session::close`].
 ///
 /// ```no_run
 /// # async fn demo(client: codex_relay::Client) -> Result<(), codex_relay::Error> {
@@ -102,7 +103,9 @@ impl Session {
         Ok(self.handle.interrupt().await?)
     }
 
-    /// Ends the session here (its thread stays in the store and in Codex, and can be resumed).
+    /// Ends the session in this client and frees its slot. Its thread stays in the store and
+    /// in Codex: another client or process (`codex-relay run --resume`, MCP, HTTP) can
+    /// continue it; this client cannot.
     pub async fn close(self) -> Result<(), Error> {
         Ok(self.relay.close(self.handle.id(), false).await?)
     }

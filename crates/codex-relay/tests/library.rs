@@ -20,6 +20,7 @@ for_each_codex!(
     a_panicking_tool_and_a_slow_tool_are_failed_calls_and_the_turn_completes,
     an_approval_callback_sees_the_command_and_its_denial_reaches_the_model,
     the_auto_policy_approves_and_the_deny_policy_declines,
+    one_shot_runs_free_their_session_slot,
     a_deadline_interrupts_sleep_30_within_the_grace,
 );
 
@@ -301,6 +302,24 @@ async fn the_auto_policy_approves_and_the_deny_policy_declines(version: &'static
         "{next}"
     );
     bed.client.shutdown().await;
+}
+
+async fn one_shot_runs_free_their_session_slot(version: &'static str) {
+    let model = codex_relay_testkit::ModelServer::start().await;
+    let home = codex_relay_testkit::CodexHome::new(model.url());
+    let client = library_support::builder(version, &home)
+        .max_sessions(1)
+        .build()
+        .await
+        .unwrap();
+    model.push([Reply::text("one"), Reply::text("two")]);
+    let cwd = home.workspace().display().to_string();
+    let options = codex_relay::SessionOptions::new().cwd(cwd);
+    let first = client.run(options.clone(), "first").await.unwrap();
+    let second = client.run(options, "second").await.unwrap();
+    assert_eq!((first.text.as_str(), second.text.as_str()), ("one", "two"));
+    assert_ne!(first.session_id, second.session_id);
+    client.shutdown().await;
 }
 
 async fn a_deadline_interrupts_sleep_30_within_the_grace(version: &'static str) {
