@@ -158,6 +158,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         r = run_once(&client, &args, opts, prompt, schema) => r,
         _ = shutdown_signal() => Err(Interrupted),
     };
+    if outcome.is_err() {
+        // The running turn is interrupted first, so the stored session records it.
+        for s in client.relay().sessions() {
+            if s.status.is_running() {
+                let relay = client.relay().clone();
+                let stop = async move { relay.interrupt(&s.session_id).await };
+                let _ = tokio::time::timeout(Duration::from_secs(2), stop).await;
+            }
+        }
+    }
     client.shutdown().await;
     Ok(match outcome {
         Ok(()) => ExitCode::SUCCESS,

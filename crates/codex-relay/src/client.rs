@@ -2,9 +2,10 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use codex_relay_codex::AppServerConfig;
+use codex_relay_codex::{AppServer, AppServerConfig};
 use codex_relay_core::{CreateOptions, Relay, RelayConfig};
 
 use crate::error::Error;
@@ -231,6 +232,29 @@ fn is_executable(p: &Path) -> bool {
 #[derive(Clone)]
 pub struct Client {
     relay: Relay,
+    servers: Servers,
+}
+
+/// The app-servers this client's runs used, so [`Client::shutdown`] can find what they left.
+#[derive(Clone, Default)]
+pub(crate) struct Servers(Arc<Mutex<Vec<Weak<AppServer>>>>);
+
+impl Servers {
+    pub(crate) fn note(&self, server: &Arc<AppServer>) {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|w| w.strong_count() > 0);
+        if !list.iter().any(|w| w.as_ptr() == Arc::as_ptr(server)) {
+            list.push(Arc::downgrade(server));
+        }
+    }
+
+    fn live(&self) -> Vec<Arc<AppServer>> {
+        let list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        list.iter()
+            .filter_map(Weak::upgrade)
+            .filter(|s| s.exit_info().is_none())
+            .collect()
+    }
 }
 
 impl Client {
@@ -242,7 +266,10 @@ impl Client {
     /// A client over an engine you opened yourself (for instance one that also serves MCP or
     /// HTTP in the same process): its sessions are visible to every front.
     pub fn from_relay(relay: Relay) -> Self {
-        Self { relay }
+        Self {
+            relay,
+            servers: Servers::default(),
+        }
     }
 
     /// The engine underneath, for everything this API does not wrap (events since a cursor,
@@ -255,7 +282,12 @@ impl Client {
     pub async fn session(&self, options: SessionOptions) -> Result<Session, Error> {
         let create = options.create_options();
         let (handle, _) = self.relay.create(create).await?;
-        Ok(Session::new(self.relay.clone(), handle, options))
+        Ok(Session::new(
+            self.relay.clone(),
+            self.servers.clone(),
+            handle,
+            options,
+        ))
     }
 
     /// Continues a session by id: one of this store's, or any Codex thread id, which Codex
@@ -263,7 +295,12 @@ impl Client {
     /// thread keeps its own model, directory and sandbox, and tools are not offered again.
     pub async fn resume(&self, id: &str, options: SessionOptions) -> Result<Session, Error> {
         let handle = self.relay.session(id).await?;
-        Ok(Session::new(self.relay.clone(), handle, options))
+        Ok(Session::new(
+            self.relay.clone(),
+            self.servers.clone(),
+            handle,
+            options,
+        ))
     }
 
     /// One prompt in a new session with `options`: the shortest way to a result. The session
@@ -283,10 +320,18 @@ impl Client {
         result
     }
 
-    /// Stops Codex (its whole process group) and flushes the store. Sessions stay in the
-    /// store and can be resumed by a later client.
+    /// Stops Codex (its whole process group, and the commands Codex 0.169 runs outside it in
+    /// its sandbox helper) and flushes the store. Sessions stay in the store and can be resumed
+    /// by a later client.
     pub async fn shutdown(&self) {
+        let left: Vec<_> = self
+            .servers
+            .live()
+            .iter()
+            .flat_map(|s| crate::procs::descendants(s.pid()))
+            .collect();
         self.relay.shutdown().await;
+        crate::procs::kill_all(&left);
     }
 }
 

@@ -92,6 +92,7 @@ mod approval;
 mod client;
 mod error;
 mod options;
+mod procs;
 mod result;
 mod run;
 mod schema;

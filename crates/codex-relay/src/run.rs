@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::approval::{Approval, ApprovalRequest};
+use crate::client::Servers;
 use crate::error::{Error, ErrorKind, Phase};
 use crate::result::{RunEvent, RunResult, TurnUsage};
 
@@ -29,6 +30,7 @@ pub(crate) struct TurnSpec {
 #[derive(Clone)]
 pub(crate) struct RunCtx {
     pub relay: Relay,
+    pub servers: Servers,
     pub handle: SessionHandle,
     pub approval: Approval,
 }
@@ -85,6 +87,9 @@ pub(crate) async fn drive(
         .to_owned();
     // The app-server the turn runs on (already running: `say` attached it).
     let server = ctx.relay.server().await.ok();
+    if let Some(s) = &server {
+        ctx.servers.note(s);
+    }
     let mut deadline = match spec.deadline {
         Some(d) => Deadline::Armed(tokio::time::Instant::from_std(started + d)),
         None => Deadline::Off,
@@ -217,7 +222,13 @@ async fn on_deadline(
                 "the turn did not stop within the grace; killing Codex's process group"
             );
             match server {
-                Some(s) => s.process().signal_group(libc::SIGKILL),
+                Some(s) => {
+                    // Codex 0.169's sandbox helper runs commands in a session of its own,
+                    // outside the group: the whole tree goes.
+                    let tree = crate::procs::descendants(s.pid());
+                    s.process().signal_group(libc::SIGKILL);
+                    crate::procs::kill_all(&tree);
+                }
                 None => ctx.relay.shutdown().await,
             }
             Deadline::Killed

@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::approval::Approval;
+use crate::client::Servers;
 use crate::error::Error;
 use crate::options::SessionOptions;
 use crate::result::{RunResult, RunStream, Typed};
@@ -40,6 +41,7 @@ use crate::run::{RunCtx, TurnSpec, drive};
 #[derive(Clone)]
 pub struct Session {
     relay: Relay,
+    servers: Servers,
     handle: SessionHandle,
     approval: Approval,
     deadline: Option<Duration>,
@@ -47,9 +49,15 @@ pub struct Session {
 }
 
 impl Session {
-    pub(crate) fn new(relay: Relay, handle: SessionHandle, options: SessionOptions) -> Self {
+    pub(crate) fn new(
+        relay: Relay,
+        servers: Servers,
+        handle: SessionHandle,
+        options: SessionOptions,
+    ) -> Self {
         Self {
             relay,
+            servers,
             handle,
             approval: options.approval,
             deadline: options.deadline,
@@ -113,6 +121,7 @@ impl Session {
     fn ctx(&self) -> RunCtx {
         RunCtx {
             relay: self.relay.clone(),
+            servers: self.servers.clone(),
             handle: self.handle.clone(),
             approval: self.approval.clone(),
         }

@@ -16,6 +16,7 @@ for_each_codex!(
     a_401_is_a_request_error_with_exit_code_3,
     a_429_is_a_budget_error_with_exit_code_6,
     on_a_terminal_there_is_a_progress_line_and_ask_puts_approvals_to_the_person,
+    sigint_interrupts_the_turn_and_leaves_no_process_behind,
 );
 
 struct Bed {
@@ -280,6 +281,66 @@ async fn on_a_terminal_there_is_a_progress_line_and_ask_puts_approvals_to_the_pe
     assert!(
         next.contains("not on my watch"),
         "the reason reached the model: {next}"
+    );
+}
+
+async fn sigint_interrupts_the_turn_and_leaves_no_process_behind(version: &'static str) {
+    use codex_relay_testkit::procs;
+    let bed = Bed::start(version).await;
+    let marker = format!("sigint-{}-{version}", std::process::id());
+    bed.model
+        .push([Reply::exec(&format!("sleep 30; echo {marker}"), "call_s")]);
+    bed.model.allow_unscripted();
+    let mut child = tokio::process::Command::new(RELAY)
+        .arg("run")
+        .arg("--codex")
+        .arg(&bed.codex)
+        .arg("--codex-home")
+        .arg(bed.home.path())
+        .arg("--db")
+        .arg(bed.home.root().join("relay.db"))
+        .arg("--cwd")
+        .arg(bed.home.workspace())
+        .arg("sleep for a while")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut running = false;
+    for _ in 0..200 {
+        if !procs::pids_with_cmdline(&marker).is_empty() {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(running, "the command never started");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
+    let status = tokio::time::timeout(std::time::Duration::from_secs(15), child.wait())
+        .await
+        .expect("run exits after SIGINT")
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    let home = format!("CODEX_HOME={}", bed.home.path().display());
+    let left = procs::wait_env_gone(&home, std::time::Duration::from_secs(5)).await;
+    let what: Vec<String> = left
+        .iter()
+        .map(|p| {
+            format!(
+                "{p}: {} (stat {})",
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .unwrap_or_default()
+                    .replace('\0', " "),
+                std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default()
+            )
+        })
+        .collect();
+    assert!(left.is_empty(), "Codex processes left: {what:#?}");
+    assert!(
+        procs::pids_with_cmdline(&marker).is_empty(),
+        "the command was left"
     );
 }
 
