@@ -78,10 +78,20 @@ pub(crate) async fn drive(
         output_schema: spec.output_schema,
         ..Default::default()
     };
-    let turn = ctx
-        .handle
-        .say(say)
-        .await
+    let said = match spec.deadline {
+        Some(limit) => tokio::time::timeout(limit, ctx.handle.say(say))
+            .await
+            .map_err(|_| {
+                Error::new(
+                    Phase::Budget,
+                    ErrorKind::Deadline { killed: false },
+                    format!("the run's deadline ({limit:?}) passed before the turn started"),
+                )
+                .in_turn(&id, None)
+            })?,
+        None => ctx.handle.say(say).await,
+    };
+    let turn = said
         .map_err(|e| Error::from(e).in_turn(&id, None))?
         .turn_id()
         .to_owned();
@@ -102,6 +112,7 @@ pub(crate) async fn drive(
         last_error: None,
         end: None,
     };
+    let mut killed_waits = 0u32;
     loop {
         let batch = ctx
             .relay
@@ -123,10 +134,11 @@ pub(crate) async fn drive(
             // More is logged already: read on before waiting.
             continue;
         }
-        if matches!(deadline, Deadline::Killed) {
-            // The group is gone; the session logs Codex's exit as the turn's end shortly.
+        if let Deadline::Killed = deadline {
+            // Codex is gone; the session logs its exit as the turn's end shortly (bounded).
+            killed_waits += 1;
             tokio::time::sleep(Duration::from_millis(20)).await;
-            if shared.current_turn().as_deref() != Some(turn.as_str()) {
+            if shared.current_turn().as_deref() != Some(turn.as_str()) || killed_waits > 100 {
                 break;
             }
             continue;
