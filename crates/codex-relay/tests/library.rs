@@ -21,6 +21,7 @@ for_each_codex!(
     an_approval_callback_sees_the_command_and_its_denial_reaches_the_model,
     the_auto_policy_approves_and_the_deny_policy_declines,
     one_shot_runs_free_their_session_slot,
+    a_stream_carries_live_command_output_as_deltas,
     a_deadline_interrupts_sleep_30_within_the_grace,
 );
 
@@ -320,6 +321,45 @@ async fn one_shot_runs_free_their_session_slot(version: &'static str) {
     assert_eq!((first.text.as_str(), second.text.as_str()), ("one", "two"));
     assert_ne!(first.session_id, second.session_id);
     client.shutdown().await;
+}
+
+async fn a_stream_carries_live_command_output_as_deltas(version: &'static str) {
+    let bed = Bed::start(version).await;
+    // Codex hands back what a command prints in its first moments with the call and streams
+    // what comes later: the output starts after a pause.
+    bed.model.push([
+        Reply::exec(
+            "sleep 1; printf 'alpha\\n'; sleep 0.3; printf 'beta\\n'",
+            "call_o",
+        ),
+        Reply::text("printed"),
+    ]);
+    let session = bed.client.session(bed.options()).await.unwrap();
+    let mut stream = session.stream("print two lines").await.unwrap();
+    let mut streamed = String::new();
+    let mut turn_end_seen_after_output = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            RunEvent::Delta(d) if d.stream == "output" => streamed.push_str(&d.delta),
+            RunEvent::Delta(_) => {}
+            RunEvent::Event(e) => {
+                if matches!(e.ev, Ev::TurnEnd { .. }) {
+                    turn_end_seen_after_output = streamed.contains("beta");
+                }
+            }
+        }
+    }
+    let result = stream.finish().await.unwrap();
+    assert_eq!(result.text, "printed");
+    assert!(
+        streamed.contains("alpha") && streamed.contains("beta"),
+        "{streamed:?}"
+    );
+    assert!(
+        turn_end_seen_after_output,
+        "deltas arrive live, before the turn ends"
+    );
+    bed.client.shutdown().await;
 }
 
 async fn a_deadline_interrupts_sleep_30_within_the_grace(version: &'static str) {
