@@ -5,10 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use codex_relay_codex::AppServerConfig;
 use codex_relay_core::{Relay, RelayConfig};
-
-use crate::doctor::find_on_path;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
@@ -37,40 +34,31 @@ pub struct EngineArgs {
     pub event_buffer: usize,
 }
 
-fn default_data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("XDG_DATA_HOME") {
-        return PathBuf::from(d).join("codex-relay");
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    home.join(".local").join("share").join("codex-relay")
-}
-
 impl EngineArgs {
+    /// The library's builder with these settings: the binary and the library open the engine
+    /// the same way.
+    pub fn builder(&self) -> codex_relay::ClientBuilder {
+        let mut b = codex_relay::ClientBuilder::new()
+            .approval_timeout(Duration::from_millis(self.approval_timeout_ms))
+            .max_sessions(self.max_sessions)
+            .event_buffer(self.event_buffer);
+        if let Some(codex) = &self.codex {
+            b = b.codex_binary(codex);
+        }
+        if let Some(home) = &self.codex_home {
+            b = b.codex_home(home);
+        }
+        if let Some(dir) = &self.data_dir {
+            b = b.data_dir(dir);
+        }
+        if let Some(db) = &self.db {
+            b = b.store(db);
+        }
+        b
+    }
+
     pub fn relay_config(&self) -> anyhow::Result<RelayConfig> {
-        let binary = match &self.codex {
-            Some(b) => b.clone(),
-            None => find_on_path("codex").context(
-                "no `codex` on PATH; install it with `npm install -g @openai/codex`, or pass --codex / CODEX_CLI_PATH",
-            )?,
-        };
-        let mut codex = AppServerConfig::new(binary);
-        codex.codex_home = self.codex_home.clone();
-        let store = match &self.db {
-            Some(db) => db.clone(),
-            None => {
-                let dir = self.data_dir.clone().unwrap_or_else(default_data_dir);
-                std::fs::create_dir_all(&dir)
-                    .with_context(|| format!("creating the data directory {}", dir.display()))?;
-                dir.join("relay.db").display().to_string()
-            }
-        };
-        let mut config = RelayConfig::new(codex, store);
-        config.approval_timeout = Duration::from_millis(self.approval_timeout_ms);
-        config.max_sessions = self.max_sessions.max(1);
-        config.event_buffer = self.event_buffer;
-        Ok(config)
+        Ok(self.builder().relay_config()?)
     }
 
     pub async fn open(&self) -> anyhow::Result<Relay> {

@@ -1,11 +1,14 @@
 //! The `codex-relay` command line.
 
+mod ask;
+mod cli_run;
 mod demo;
 mod demo_model;
 mod doctor;
 mod engine;
 mod http_front;
 mod legacy;
+mod progress;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +43,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Serve the legacy `codex mcp-server` contract over stdio (`codex` and `codex-reply`).
     McpServer(legacy::LegacyArgs),
+    /// Run one prompt as one turn and print the final message (or the parsed JSON); the
+    /// session stays in the store (`--resume ID` continues it).
+    #[command(after_help = cli_run::EXIT_CODES)]
+    Run(Box<cli_run::RunArgs>),
 }
 
 #[tokio::main]
@@ -57,12 +64,13 @@ async fn main() -> std::process::ExitCode {
         Command::Mcp(args) => serve::mcp(args).await,
         Command::Serve(args) => serve::serve(args).await,
         Command::McpServer(args) => legacy::mcp_server(args).await,
+        Command::Run(args) => cli_run::run(*args).await,
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(cli_run::EXIT_LOCAL)
         }
     }
 }

@@ -1,0 +1,289 @@
+//! `codex-relay run`: one prompt, one turn, the final message (or parsed JSON) on stdout, and an exit code per error phase (docs/RUN.md).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use codex_relay::{Approval, Client, Error, RunEvent, SessionOptions, make_strict};
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::engine::{EngineArgs, shutdown_signal};
+use crate::progress::Progress;
+
+/// Exit code when the run could not be attempted (bad flags, unreadable files, no terminal
+/// for `--approve ask`); clap's own usage errors exit 2.
+pub const EXIT_LOCAL: u8 = 1;
+/// Exit code after SIGINT/SIGTERM (the turn is interrupted, Codex stopped).
+pub const EXIT_SIGNAL: u8 = 130;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApproveMode {
+    /// Codex never asks; commands run inside the sandbox.
+    Never,
+    /// Codex asks; everything is approved.
+    Auto,
+    /// Codex asks; you answer on the terminal (refused without one).
+    Ask,
+    /// Codex asks; everything is declined (the model is told).
+    Deny,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// The prompt; `-` reads it from stdin.
+    prompt: String,
+    /// A JSON schema file: the final message must match it (made strict-compatible); the
+    /// parsed JSON is printed.
+    #[arg(long, value_name = "FILE")]
+    output_schema: Option<PathBuf>,
+    /// Stream the session's events (envelopes, docs/EVENTS.md) as JSON lines on stdout.
+    #[arg(long)]
+    json: bool,
+    /// The directory Codex works in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Who approves what Codex asks to do.
+    #[arg(long, value_enum, default_value = "never")]
+    approve: ApproveMode,
+    /// A deadline for the run, e.g. `90s`, `5m`, `1h`, `1500ms` (plain numbers are seconds).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// The model (default: Codex's config).
+    #[arg(long, value_name = "M")]
+    model: Option<String>,
+    /// A Codex config override `key=value` for this session (repeatable); the value is read
+    /// as JSON when it parses (numbers, true/false, "quoted"), else as a string.
+    #[arg(short = 'c', value_name = "KEY=VALUE")]
+    config: Vec<String>,
+    /// Continue this session (a session id from an earlier run, MCP, HTTP, or any Codex
+    /// thread id) instead of starting a new one.
+    #[arg(long, value_name = "ID")]
+    resume: Option<String>,
+}
+
+/// `90s`, `5m`, `1h`, `1500ms`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (try 90s, 5m, 1h, 1500ms)"))?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" => n,
+        "ms" => n / 1000.0,
+        "m" | "min" | "mins" => n * 60.0,
+        "h" | "hr" | "hours" => n * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("{s:?}: the timeout must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn read_prompt(arg: &str) -> anyhow::Result<String> {
+    if arg != "-" {
+        return Ok(arg.to_owned());
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("reading the prompt from stdin")?;
+    if text.trim().is_empty() {
+        bail!("the prompt read from stdin is empty");
+    }
+    Ok(text)
+}
+
+fn read_schema(path: &PathBuf) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the output schema {}", path.display()))?;
+    let mut schema: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    make_strict(&mut schema).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+    Ok(schema)
+}
+
+fn options(args: &RunArgs, approval: Approval) -> anyhow::Result<SessionOptions> {
+    let cwd = match &args.cwd {
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("--cwd {}", dir.display()))?,
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let mut opts = SessionOptions::new()
+        .cwd(cwd.display().to_string())
+        .approval(approval);
+    if let Some(m) = &args.model {
+        opts = opts.model(m);
+    }
+    for kv in &args.config {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("-c {kv:?}: expected key=value");
+        };
+        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_owned()));
+        opts = opts.config(k.trim(), value);
+    }
+    if let Some(t) = args.timeout {
+        opts = opts.deadline(t);
+    }
+    Ok(opts)
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // Everything that can fail locally fails before Codex starts.
+    let approval = match args.approve {
+        ApproveMode::Never => Approval::Never,
+        ApproveMode::Auto => Approval::Auto,
+        ApproveMode::Deny => Approval::Deny,
+        ApproveMode::Ask => crate::ask::terminal_approval()?,
+    };
+    let prompt = read_prompt(&args.prompt)?;
+    let schema = args.output_schema.as_ref().map(read_schema).transpose()?;
+    let opts = options(&args, approval)?;
+    let client = Client::from_relay(args.engine.open().await?);
+    let outcome = tokio::select! {
+        r = run_once(&client, &args, opts, prompt, schema) => r,
+        _ = shutdown_signal() => Err(Interrupted),
+    };
+    if outcome.is_err() {
+        // The running turn is interrupted first, so the stored session records it.
+        for s in client.relay().sessions() {
+            if s.status.is_running() {
+                let relay = client.relay().clone();
+                let stop = async move { relay.interrupt(&s.session_id).await };
+                let _ = tokio::time::timeout(Duration::from_secs(2), stop).await;
+            }
+        }
+    }
+    client.shutdown().await;
+    Ok(match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Interrupted) => {
+            eprintln!("codex-relay: interrupted; Codex stopped");
+            ExitCode::from(EXIT_SIGNAL)
+        }
+    })
+}
+
+/// SIGINT/SIGTERM arrived during the run.
+struct Interrupted;
+
+/// Runs the turn, prints what it gives, and exits the process with the phase's code on error.
+async fn run_once(
+    client: &Client,
+    args: &RunArgs,
+    opts: SessionOptions,
+    prompt: String,
+    schema: Option<Value>,
+) -> Result<(), Interrupted> {
+    let session = match &args.resume {
+        Some(id) => client.resume(id, opts).await,
+        None => client.session(opts).await,
+    };
+    let session = match session {
+        Ok(s) => s,
+        Err(e) => fail(client, &e).await,
+    };
+    eprintln!("codex-relay: session {}", session.id());
+    let mut p = session.prompt(prompt);
+    if let Some(s) = schema.clone() {
+        p = p.output_schema(s);
+    }
+    let mut stream = p.stream();
+    let mut progress = Progress::new(std::io::stderr().is_terminal());
+    while let Some(event) = stream.next().await {
+        match event {
+            RunEvent::Event(env) => {
+                progress.event(&env);
+                if args.json {
+                    let line = serde_json::to_string(&*env).unwrap_or_default();
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
+                    let _ = out.flush();
+                }
+            }
+            RunEvent::Delta(d) => progress.delta(&d),
+        }
+    }
+    progress.clear();
+    let result = match stream.finish().await {
+        Ok(r) => r,
+        Err(e) => fail(client, &e).await,
+    };
+    if schema.is_some() {
+        match result.parse::<Value>() {
+            Ok(v) if !args.json => println!("{v}"),
+            Ok(_) => {}
+            Err(e) => fail(client, &e).await,
+        }
+    } else if !args.json {
+        println!("{}", result.text);
+    }
+    Ok(())
+}
+
+/// Reports `e` on stderr (with Codex's raw error info, stderr tail and raw text when known),
+/// stops Codex and exits with the phase's code.
+async fn fail(client: &Client, e: &Error) -> ! {
+    eprintln!("codex-relay: {e}");
+    if let Some(info) = e.codex_error_info() {
+        eprintln!("codex-relay: codexErrorInfo: {info}");
+    }
+    if let Some(raw) = e.raw_text() {
+        eprintln!("codex-relay: the model's answer was:\n{raw}");
+    }
+    if let Some(tail) = e.stderr_tail() {
+        eprintln!("codex-relay: Codex's stderr (last lines):\n{tail}");
+    }
+    client.shutdown().await;
+    std::process::exit(i32::from(e.phase().exit_code()))
+}
+
+/// The exit codes, for `--help` and docs/RUN.md.
+pub const EXIT_CODES: &str = "exit codes: 0 ok, 1 could not start the run (flags, files, no terminal for --approve ask), 2 usage, 3 request, 4 response, 5 tool, 6 budget, 7 codex, 130 interrupted";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codex_relay::Phase;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("3d").is_err());
+    }
+
+    #[test]
+    fn exit_codes_follow_the_phases() {
+        let codes: Vec<u8> = [
+            Phase::Request,
+            Phase::Response,
+            Phase::Tool,
+            Phase::Budget,
+            Phase::Codex,
+        ]
+        .iter()
+        .map(|p| p.exit_code())
+        .collect();
+        assert_eq!(codes, [3, 4, 5, 6, 7]);
+        assert!(EXIT_CODES.contains("6 budget"));
+    }
+}

@@ -1,0 +1,353 @@
+//! The client: a relay (one `codex app-server`, the store) built with the same settings as the binary, and the sessions opened on it.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use codex_relay_codex::{AppServer, AppServerConfig};
+use codex_relay_core::{CreateOptions, Relay, RelayConfig};
+
+use crate::error::Error;
+use crate::options::SessionOptions;
+use crate::result::RunResult;
+use crate::session::Session;
+
+/// Settings for a [`Client`]: the same ones `codex-relay serve`/`mcp`/`run` take, with the
+/// same defaults. Start from [`ClientBuilder::from_env`] to honour the binary's environment
+/// variables (`CODEX_CLI_PATH`, `CODEX_HOME`, `CODEX_RELAY_DATA_DIR`, `CODEX_RELAY_DB`,
+/// `APPROVAL_TIMEOUT_MS`, `MAX_SESSIONS`, `EVENT_BUFFER_SIZE`).
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    codex: Option<PathBuf>,
+    codex_home: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    store: Option<String>,
+    approval_timeout: Duration,
+    max_sessions: usize,
+    event_buffer: usize,
+    startup_timeout: Option<Duration>,
+    overrides: Vec<String>,
+    env: Vec<(OsString, Option<OsString>)>,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        Self {
+            codex: None,
+            codex_home: None,
+            data_dir: None,
+            store: None,
+            approval_timeout: Duration::from_millis(300_000),
+            max_sessions: 32,
+            event_buffer: 1000,
+            startup_timeout: None,
+            overrides: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+}
+
+fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+fn env_num<T: std::str::FromStr>(key: &str) -> Option<T> {
+    std::env::var(key).ok().and_then(|v| v.trim().parse().ok())
+}
+
+impl ClientBuilder {
+    /// Defaults only (no environment): `codex` on PATH, Codex's own `CODEX_HOME`, the store in
+    /// `$XDG_DATA_HOME/codex-relay/relay.db` (else `~/.local/share/codex-relay/relay.db`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Defaults, overridden by the environment variables the binary reads.
+    pub fn from_env() -> Self {
+        let mut b = Self::new();
+        b.codex = env_path("CODEX_CLI_PATH");
+        b.codex_home = env_path("CODEX_HOME");
+        b.data_dir = env_path("CODEX_RELAY_DATA_DIR");
+        b.store = std::env::var("CODEX_RELAY_DB")
+            .ok()
+            .filter(|v| !v.is_empty());
+        if let Some(ms) = env_num::<u64>("APPROVAL_TIMEOUT_MS") {
+            b.approval_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = env_num("MAX_SESSIONS") {
+            b.max_sessions = n;
+        }
+        if let Some(n) = env_num("EVENT_BUFFER_SIZE") {
+            b.event_buffer = n;
+        }
+        b
+    }
+
+    /// The `codex` executable (default: `codex` on PATH).
+    pub fn codex_binary(mut self, path: impl Into<PathBuf>) -> Self {
+        self.codex = Some(path.into());
+        self
+    }
+
+    /// `CODEX_HOME` for Codex (default: Codex's own, usually `~/.codex`).
+    pub fn codex_home(mut self, path: impl Into<PathBuf>) -> Self {
+        self.codex_home = Some(path.into());
+        self
+    }
+
+    /// The directory of the default SQLite store (`relay.db` in it).
+    pub fn data_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(path.into());
+        self
+    }
+
+    /// The store: a SQLite path or URL, or a `postgres://` URL. Sessions kept there can be
+    /// continued by `codex-relay` (`run --resume`, MCP, HTTP) and by other clients.
+    pub fn store(mut self, target: impl Into<String>) -> Self {
+        self.store = Some(target.into());
+        self
+    }
+
+    /// How long a request nobody answers waits before it is declined (default 300 s).
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.approval_timeout = timeout;
+        self
+    }
+
+    /// Sessions open at once (default 32).
+    pub fn max_sessions(mut self, n: usize) -> Self {
+        self.max_sessions = n.max(1);
+        self
+    }
+
+    /// Events per session kept in memory; the rest is read from the store (default 1000).
+    pub fn event_buffer(mut self, n: usize) -> Self {
+        self.event_buffer = n;
+        self
+    }
+
+    /// How long Codex may take to start and finish the `initialize` handshake.
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = Some(timeout);
+        self
+    }
+
+    /// A `-c key=value` override for the `codex app-server` process (TOML value).
+    pub fn codex_config(mut self, key_value: impl Into<String>) -> Self {
+        self.overrides.push(key_value.into());
+        self
+    }
+
+    /// An environment variable for Codex (`None` removes it).
+    pub fn codex_env(mut self, key: impl Into<OsString>, value: Option<OsString>) -> Self {
+        self.env.push((key.into(), value));
+        self
+    }
+
+    /// The engine configuration these settings make (what [`ClientBuilder::build`] opens).
+    pub fn relay_config(&self) -> Result<RelayConfig, Error> {
+        let binary = match &self.codex {
+            Some(b) => b.clone(),
+            None => find_on_path("codex").ok_or_else(|| {
+                Error::setup(
+                    "no `codex` on PATH; install it with `npm install -g @openai/codex`, or pass --codex / set CODEX_CLI_PATH (ClientBuilder::codex_binary)",
+                )
+            })?,
+        };
+        let mut codex = AppServerConfig::new(binary);
+        codex.codex_home = self.codex_home.clone();
+        codex
+            .config_overrides
+            .extend(self.overrides.iter().cloned());
+        codex.env.extend(self.env.iter().cloned());
+        if let Some(t) = self.startup_timeout {
+            codex.startup_timeout = t;
+        }
+        let store = match &self.store {
+            Some(s) => s.clone(),
+            None => {
+                let dir = self.data_dir.clone().unwrap_or_else(default_data_dir);
+                std::fs::create_dir_all(&dir).map_err(|e| {
+                    Error::setup(format!(
+                        "creating the data directory {}: {e}",
+                        dir.display()
+                    ))
+                })?;
+                dir.join("relay.db").display().to_string()
+            }
+        };
+        let mut config = RelayConfig::new(codex, store);
+        config.approval_timeout = self.approval_timeout;
+        config.max_sessions = self.max_sessions.max(1);
+        config.event_buffer = self.event_buffer;
+        Ok(config)
+    }
+
+    /// Opens the store and the engine. Codex itself starts with the first session.
+    pub async fn build(self) -> Result<Client, Error> {
+        let relay = Relay::open(self.relay_config()?).await?;
+        Ok(Client::from_relay(relay))
+    }
+}
+
+fn default_data_dir() -> PathBuf {
+    if let Some(d) = env_path("XDG_DATA_HOME") {
+        return d.join("codex-relay");
+    }
+    let home = env_path("HOME").unwrap_or_else(std::env::temp_dir);
+    home.join(".local").join("share").join("codex-relay")
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// A handle to the engine: one `codex app-server` (started on first use, restarted if it
+/// dies), the store, and every session opened through it. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), codex_relay::Error> {
+/// use codex_relay::{Client, SessionOptions};
+///
+/// let client = Client::builder().build().await?;
+/// let session = client.session(SessionOptions::new().cwd("/path/to/repo")).await?;
+/// let result = session.run("Which files define the public API?").await?;
+/// println!("{}", result.text);
+/// client.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    relay: Relay,
+    servers: Servers,
+}
+
+/// The app-servers this client's runs used, so [`Client::shutdown`] can find what they left.
+#[derive(Clone, Default)]
+pub(crate) struct Servers(Arc<Mutex<Vec<Weak<AppServer>>>>);
+
+impl Servers {
+    pub(crate) fn note(&self, server: &Arc<AppServer>) {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|w| w.strong_count() > 0);
+        if !list.iter().any(|w| w.as_ptr() == Arc::as_ptr(server)) {
+            list.push(Arc::downgrade(server));
+        }
+    }
+
+    fn live(&self) -> Vec<Arc<AppServer>> {
+        let list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        list.iter()
+            .filter_map(Weak::upgrade)
+            .filter(|s| s.exit_info().is_none())
+            .collect()
+    }
+}
+
+impl Client {
+    /// Settings from the environment, as the binary reads them ([`ClientBuilder::from_env`]).
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::from_env()
+    }
+
+    /// A client over an engine you opened yourself (for instance one that also serves MCP or
+    /// HTTP in the same process): its sessions are visible to every front.
+    pub fn from_relay(relay: Relay) -> Self {
+        Self {
+            relay,
+            servers: Servers::default(),
+        }
+    }
+
+    /// The engine underneath, for everything this API does not wrap (events since a cursor,
+    /// pending requests, listing).
+    pub fn relay(&self) -> &Relay {
+        &self.relay
+    }
+
+    /// Opens a new session (a new Codex thread) with `options`; no turn runs yet.
+    pub async fn session(&self, options: SessionOptions) -> Result<Session, Error> {
+        let create = options.create_options();
+        let (handle, _) = self.relay.create(create).await?;
+        Ok(Session::new(
+            self.relay.clone(),
+            self.servers.clone(),
+            handle,
+            options,
+        ))
+    }
+
+    /// Continues a session by id: one of this store's, or any Codex thread id, which Codex
+    /// resumes. `options` give the approval policy, deadline and grace for its runs; the
+    /// thread keeps its own model, directory and sandbox, and tools are not offered again.
+    pub async fn resume(&self, id: &str, options: SessionOptions) -> Result<Session, Error> {
+        let handle = self.relay.session(id).await?;
+        Ok(Session::new(
+            self.relay.clone(),
+            self.servers.clone(),
+            handle,
+            options,
+        ))
+    }
+
+    /// One prompt in a new session with `options`: the shortest way to a result. The session
+    /// is closed afterwards, so one-shot runs do not pile up against `max_sessions`; its thread
+    /// stays in the store (`RunResult::session_id`) for `codex-relay run --resume` or a later
+    /// client. For a conversation, use [`Client::session`].
+    pub async fn run(
+        &self,
+        options: SessionOptions,
+        prompt: impl Into<String>,
+    ) -> Result<RunResult, Error> {
+        let session = self.session(options).await?;
+        let result = session.run(prompt).await;
+        if let Err(e) = session.close().await {
+            tracing::debug!("closing a one-shot session: {e}");
+        }
+        result
+    }
+
+    /// Stops Codex (its whole process group, and the commands Codex 0.169 runs outside it in
+    /// its sandbox helper) and flushes the store. Sessions stay in the store and can be resumed
+    /// by a later client.
+    pub async fn shutdown(&self) {
+        let left: Vec<_> = self
+            .servers
+            .live()
+            .iter()
+            .flat_map(|s| crate::procs::descendants(s.pid()))
+            .collect();
+        self.relay.shutdown().await;
+        crate::procs::kill_all(&left);
+    }
+}
+
+impl SessionOptions {
+    pub(crate) fn create_options(&self) -> CreateOptions {
+        CreateOptions {
+            cwd: self.cwd.clone(),
+            model: self.model.clone(),
+            approval_policy: Some(self.approval.codex_policy()),
+            sandbox: Some(self.sandbox),
+            config: (!self.config.is_empty()).then(|| self.config.clone()),
+            profile: self.profile.clone(),
+            base_instructions: self.base_instructions.clone(),
+            developer_instructions: self.developer_instructions.clone(),
+            dynamic_tools: self.tools.iter().map(|t| t.to_dynamic()).collect(),
+            ..Default::default()
+        }
+    }
+}

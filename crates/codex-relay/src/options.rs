@@ -1,0 +1,137 @@
+//! Session options: where and how Codex works, your tools, the approval policy, and the default deadline of each run.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+pub use codex_relay_protocol::v2::SandboxMode;
+
+use crate::approval::Approval;
+use crate::tool::Tool;
+
+/// How long a turn may take to stop after `turn/interrupt` before Codex's process group is
+/// killed, unless [`SessionOptions::interrupt_grace`] says otherwise.
+pub const DEFAULT_INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
+/// How to open a session. Everything is optional; unset values fall back to Codex's config.
+///
+/// ```
+/// use std::time::Duration;
+/// use codex_relay::{Approval, SandboxMode, SessionOptions};
+///
+/// let options = SessionOptions::new()
+///     .cwd("/path/to/repo")
+///     .model("gpt-5.1-codex")
+///     .sandbox(SandboxMode::ReadOnly)
+///     .approval(Approval::Deny)
+///     .config("model_reasoning_effort", "low")
+///     .deadline(Duration::from_secs(300));
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    pub(crate) cwd: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) sandbox: SandboxMode,
+    pub(crate) approval: Approval,
+    pub(crate) config: Map<String, Value>,
+    pub(crate) profile: Option<String>,
+    pub(crate) base_instructions: Option<String>,
+    pub(crate) developer_instructions: Option<String>,
+    pub(crate) tools: Vec<Tool>,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) grace: Duration,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            cwd: None,
+            model: None,
+            sandbox: SandboxMode::WorkspaceWrite,
+            approval: Approval::Never,
+            config: Map::new(),
+            profile: None,
+            base_instructions: None,
+            developer_instructions: None,
+            tools: Vec::new(),
+            deadline: None,
+            grace: DEFAULT_INTERRUPT_GRACE,
+        }
+    }
+}
+
+impl SessionOptions {
+    /// Defaults: the workspace-write sandbox, [`Approval::Never`], no deadline, 5 s grace.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The directory Codex works in (absolute; default: the relay's working directory).
+    pub fn cwd(mut self, dir: impl Into<String>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// The model (default: Codex's config).
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// The sandbox commands run in (default: workspace-write).
+    pub fn sandbox(mut self, sandbox: SandboxMode) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// Who decides when Codex asks (default: [`Approval::Never`]).
+    pub fn approval(mut self, approval: Approval) -> Self {
+        self.approval = approval;
+        self
+    }
+
+    /// A Codex config override for this session (a `-c key=value`, e.g.
+    /// `("model_reasoning_effort", "low")`).
+    pub fn config(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.config.insert(key.into(), value.into());
+        self
+    }
+
+    /// A profile from Codex's `config.toml` (explicit [`SessionOptions::config`] wins).
+    pub fn profile(mut self, profile: impl Into<String>) -> Self {
+        self.profile = Some(profile.into());
+        self
+    }
+
+    /// Replaces Codex's base instructions.
+    pub fn base_instructions(mut self, text: impl Into<String>) -> Self {
+        self.base_instructions = Some(text.into());
+        self
+    }
+
+    /// Adds developer instructions.
+    pub fn developer_instructions(mut self, text: impl Into<String>) -> Self {
+        self.developer_instructions = Some(text.into());
+        self
+    }
+
+    /// Offers one of your tools to the model (repeatable).
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// The default deadline of each run in this session (a run may set its own).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// How long a turn may take to stop after the deadline's `turn/interrupt` before
+    /// Codex's process group is killed (default 5 s).
+    pub fn interrupt_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+}

@@ -1,0 +1,198 @@
+//! A session: one Codex thread; each prompt is a run (a turn) that ends in a result, a typed value, or a phased error.
+
+use std::time::Duration;
+
+use codex_relay_core::{Relay, SessionHandle, SessionSnapshot};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::approval::Approval;
+use crate::client::Servers;
+use crate::error::Error;
+use crate::options::SessionOptions;
+use crate::result::{RunResult, RunStream, Typed};
+use crate::run::{RunCtx, TurnSpec, drive};
+
+/// One Codex thread opened by a [`crate::Client`]. Runs in it happen one at a time; each
+/// continues the conversation. An open session holds one of the client's `max_sessions`
+/// slots until [`Session::close`].
+///
+/// ```no_run
+/// # async fn demo(client: codex_relay::Client) -> Result<(), codex_relay::Error> {
+/// use std::time::Duration;
+/// use codex_relay::SessionOptions;
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Review { approve: bool, comments: Vec<String> }
+///
+/// let session = client.session(SessionOptions::new().cwd("/path/to/repo")).await?;
+/// let review = session.run_typed::<Review>("Review the last commit.").await?;
+/// println!("approve: {}, {} comments", review.value.approve, review.value.comments.len());
+/// let follow_up = session
+///     .prompt("Fix the first comment.")
+///     .deadline(Duration::from_secs(600))
+///     .run()
+///     .await?;
+/// println!("{}", follow_up.text);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Session {
+    relay: Relay,
+    servers: Servers,
+    handle: SessionHandle,
+    approval: Approval,
+    deadline: Option<Duration>,
+    grace: Duration,
+}
+
+impl Session {
+    pub(crate) fn new(
+        relay: Relay,
+        servers: Servers,
+        handle: SessionHandle,
+        options: SessionOptions,
+    ) -> Self {
+        Self {
+            relay,
+            servers,
+            handle,
+            approval: options.approval,
+            deadline: options.deadline,
+            grace: options.grace,
+        }
+    }
+
+    /// The session's id (its Codex thread id): `Client::resume`, `codex-relay run --resume`,
+    /// MCP and HTTP all take it.
+    pub fn id(&self) -> &str {
+        self.handle.id()
+    }
+
+    /// Status, usage, last result and pending requests, as every front sees them.
+    pub fn snapshot(&self) -> SessionSnapshot {
+        self.handle.snapshot()
+    }
+
+    /// A run to configure before starting it (deadline, output schema).
+    pub fn prompt(&self, text: impl Into<String>) -> Prompt<'_> {
+        Prompt {
+            session: self,
+            text: text.into(),
+            output_schema: None,
+            deadline: self.deadline,
+            grace: self.grace,
+        }
+    }
+
+    /// Runs `prompt` as one turn and waits for its end.
+    pub async fn run(&self, prompt: impl Into<String>) -> Result<RunResult, Error> {
+        self.prompt(prompt).run().await
+    }
+
+    /// Runs `prompt` with `T`'s schema as the turn's output schema and parses the answer.
+    /// An answer that does not parse is a `response`-phase error carrying the raw text.
+    pub async fn run_typed<T: DeserializeOwned + JsonSchema>(
+        &self,
+        prompt: impl Into<String>,
+    ) -> Result<Typed<T>, Error> {
+        self.prompt(prompt).run_typed().await
+    }
+
+    /// Runs `prompt` and streams its events and live deltas as they happen.
+    pub async fn stream(&self, prompt: impl Into<String>) -> Result<RunStream, Error> {
+        Ok(self.prompt(prompt).stream())
+    }
+
+    /// Interrupts the running turn (`false` when none runs). The session stays usable.
+    pub async fn interrupt(&self) -> Result<bool, Error> {
+        Ok(self.handle.interrupt().await?)
+    }
+
+    /// Ends the session in this client and frees its slot. Its thread stays in the store and
+    /// in Codex: another client or process (`codex-relay run --resume`, MCP, HTTP) can
+    /// continue it; this client cannot.
+    pub async fn close(self) -> Result<(), Error> {
+        Ok(self.relay.close(self.handle.id(), false).await?)
+    }
+
+    fn ctx(&self) -> RunCtx {
+        RunCtx {
+            relay: self.relay.clone(),
+            servers: self.servers.clone(),
+            handle: self.handle.clone(),
+            approval: self.approval.clone(),
+        }
+    }
+}
+
+/// One run being configured: [`Session::prompt`], then `.deadline(..)`, then [`Prompt::run`],
+/// [`Prompt::run_typed`] or [`Prompt::stream`].
+#[must_use = "a prompt does nothing until it is run"]
+pub struct Prompt<'a> {
+    session: &'a Session,
+    text: String,
+    output_schema: Option<Value>,
+    deadline: Option<Duration>,
+    grace: Duration,
+}
+
+impl Prompt<'_> {
+    /// This run's deadline: at expiry the turn is interrupted; if it has not stopped after
+    /// the grace, Codex's process group is killed. Either way the run fails in the `budget`
+    /// phase with [`crate::ErrorKind::Deadline`] saying which happened.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// How long the interrupted turn may take to stop before the kill.
+    pub fn interrupt_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// A JSON schema for the final message, sent as the turn's `outputSchema` as given (see
+    /// [`crate::make_strict`] to make a hand-written schema strict-compatible).
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    fn spec(self) -> (RunCtx, TurnSpec) {
+        (
+            self.session.ctx(),
+            TurnSpec {
+                text: self.text,
+                output_schema: self.output_schema,
+                deadline: self.deadline,
+                grace: self.grace,
+            },
+        )
+    }
+
+    /// Runs the turn and waits for its end.
+    pub async fn run(self) -> Result<RunResult, Error> {
+        let (ctx, spec) = self.spec();
+        drive(ctx, spec, None).await
+    }
+
+    /// Runs the turn with `T`'s strict schema as output schema and parses the answer.
+    pub async fn run_typed<T: DeserializeOwned + JsonSchema>(mut self) -> Result<Typed<T>, Error> {
+        self.output_schema = Some(crate::schema::output_schema::<T>()?);
+        let run = self.run().await?;
+        let value = run.parse::<T>()?;
+        Ok(Typed { value, run })
+    }
+
+    /// Starts the turn and streams its events and live deltas; [`RunStream::finish`] gives
+    /// the outcome.
+    pub fn stream(self) -> RunStream {
+        let (ctx, spec) = self.spec();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(drive(ctx, spec, Some(tx)));
+        RunStream { rx, task }
+    }
+}
