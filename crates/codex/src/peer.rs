@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 
 use crate::codec::{BoundedLines, Frame};
@@ -111,11 +111,23 @@ pub struct Subscription {
 impl Subscription {
     /// The next event; `None` after [`PeerEvent::Closed`] has been received.
     pub async fn recv(&mut self) -> Option<PeerEvent> {
-        self.rx.recv().await
+        let event = self.rx.recv().await;
+        self.received(event.is_some() as usize);
+        event
     }
 
     pub fn try_recv(&mut self) -> Option<PeerEvent> {
-        self.rx.try_recv().ok()
+        let event = self.rx.try_recv().ok();
+        self.received(event.is_some() as usize);
+        event
+    }
+
+    fn received(&self, n: usize) {
+        if n > 0
+            && let Some(inner) = self.inner.upgrade()
+        {
+            inner.received(n);
+        }
     }
 
     /// Also receives the events of `thread` (a sub-agent of this subscription's thread, known
@@ -133,6 +145,7 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.upgrade() {
             inner.routes().remove(self.thread.as_deref(), self.key);
+            inner.received(self.rx.len());
         }
     }
 }
@@ -150,7 +163,18 @@ pub(crate) struct Inner {
     routes: Mutex<Routes>,
     closed: Mutex<Option<PeerError>>,
     config: PeerConfig,
+    /// Notifications delivered to subscribers and not yet received by them; the reader pauses
+    /// while there are more than [`IN_FLIGHT_LIMIT`], so a subscriber that falls behind Codex
+    /// holds a bounded backlog.
+    in_flight: AtomicUsize,
+    drained: Notify,
 }
+
+/// Most notifications waiting in subscribers' queues before the reader pauses.
+const IN_FLIGHT_LIMIT: usize = 2048;
+/// Longest pause per line: a subscriber busy awaiting a call's answer (which only the reader
+/// can deliver) slows the reader down instead of deadlocking it.
+const IN_FLIGHT_PAUSE: Duration = Duration::from_millis(20);
 
 /// A cheap, cloneable handle to one JSON-RPC connection.
 #[derive(Clone)]
@@ -177,6 +201,8 @@ impl Peer {
             routes: Mutex::new(Routes::default()),
             closed: Mutex::new(None),
             config,
+            in_flight: AtomicUsize::new(0),
+            drained: Notify::new(),
         });
         tokio::spawn(write_loop(out_rx, writer, Arc::downgrade(&inner)));
         tokio::spawn(read_loop(inner.clone(), reader, exit));
@@ -333,6 +359,25 @@ impl Peer {
 }
 
 impl Inner {
+    /// Subscribers took `n` notifications off their queues.
+    fn received(&self, n: usize) {
+        let before = self
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(n))
+            })
+            .unwrap_or(0);
+        if before > IN_FLIGHT_LIMIT / 2 && before.saturating_sub(n) <= IN_FLIGHT_LIMIT / 2 {
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Waits (a bounded time) while subscribers hold too many undelivered notifications.
+    async fn throttle(&self) {
+        if self.in_flight.load(Ordering::Relaxed) > IN_FLIGHT_LIMIT {
+            let _ = tokio::time::timeout(IN_FLIGHT_PAUSE, self.drained.notified()).await;
+        }
+    }
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, oneshot::Sender<Reply>>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -414,8 +459,14 @@ impl Inner {
                     raw: Arc::new(line),
                 });
                 let mut routes = self.routes();
-                if let Delivery::Nobody(_) = routes.deliver(thread.as_deref(), event) {
-                    tracing::debug!(method, "notification with no subscriber");
+                match routes.deliver(thread.as_deref(), event) {
+                    Delivery::Delivered => {
+                        self.in_flight.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Delivery::Parked => {}
+                    Delivery::Nobody(_) => {
+                        tracing::debug!(method, "notification with no subscriber");
+                    }
                 }
                 for (parent, child) in &spawned {
                     routes.follow(parent, child);
@@ -601,7 +652,10 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R, exit: Opt
             None => Ok(frames.next().await),
         };
         match next {
-            Ok(Some(Ok(frame))) => handle(&inner, frame),
+            Ok(Some(Ok(frame))) => {
+                handle(&inner, frame);
+                inner.throttle().await;
+            }
             Ok(Some(Err(e))) => {
                 break PeerError::Disconnected(format!("reading from codex failed: {e}"));
             }

@@ -36,9 +36,9 @@ pub struct StoreOptions {
     /// writer committed them loses nothing (replayed on the next open). Default: `<file>.spool`
     /// beside a SQLite file; none for Postgres or in-memory SQLite unless set.
     pub spool: Option<std::path::PathBuf>,
-    /// Most writes queued and not yet committed; past it the store's gate
-    /// ([`StoreStats::gate`]) closes and ingest from Codex waits. Default 10,000.
-    pub max_queued: usize,
+    /// Most bytes (of JSON and text, approximately) queued and not yet committed; past it the
+    /// store's gate ([`StoreStats::gate`]) closes and ingest from Codex waits. Default 8 MiB.
+    pub max_queued_bytes: usize,
     /// A deliberately slow store, for benchmarks and fault tests: each commit waits this long.
     #[doc(hidden)]
     pub commit_delay: std::time::Duration,
@@ -51,7 +51,7 @@ impl Default for StoreOptions {
             max_batch: 4096,
             linger: std::time::Duration::from_millis(10),
             spool: None,
-            max_queued: 10_000,
+            max_queued_bytes: 8 << 20,
             commit_delay: std::time::Duration::ZERO,
         }
     }
@@ -122,7 +122,7 @@ impl Store {
     pub async fn open_with(target: &str, options: StoreOptions) -> Result<Store, StoreError> {
         let pool = open::open(target).await?;
         let (ops, rx) = mpsc::unbounded_channel();
-        let stats = Arc::new(StoreStats::new(options.max_queued));
+        let stats = Arc::new(StoreStats::new(options.max_queued_bytes));
         let spool_dir = options
             .spool
             .clone()
@@ -196,8 +196,8 @@ impl Store {
     }
 
     fn send(&self, op: Op) {
-        if matches!(op, Op::Write(_)) {
-            self.inner.stats.enqueued();
+        if let Op::Write(item) = &op {
+            self.inner.stats.enqueued(item.weight());
         }
         if self.inner.ops.send(op).is_err()
             && !self.inner.dropped_logged.swap(true, Ordering::Relaxed)

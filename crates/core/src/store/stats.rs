@@ -8,7 +8,9 @@ use tokio::sync::watch;
 #[derive(Debug)]
 pub struct StoreStats {
     queued: AtomicI64,
-    /// Most writes queued before ingest is paused; it resumes at half.
+    /// Bytes (approximately) of the writes queued and not yet committed.
+    queued_bytes: AtomicI64,
+    /// Most bytes queued before ingest is paused; it resumes at half.
     bound: i64,
     /// Open while the queue is under its bound (see [`StoreStats::gate`]).
     gate: watch::Sender<bool>,
@@ -23,7 +25,7 @@ pub struct StoreStats {
 
 impl Default for StoreStats {
     fn default() -> Self {
-        Self::new(super::StoreOptions::default().max_queued)
+        Self::new(super::StoreOptions::default().max_queued_bytes)
     }
 }
 
@@ -31,6 +33,7 @@ impl StoreStats {
     pub(crate) fn new(bound: usize) -> Self {
         Self {
             queued: AtomicI64::new(0),
+            queued_bytes: AtomicI64::new(0),
             bound: i64::try_from(bound.max(2)).unwrap_or(i64::MAX),
             gate: watch::Sender::new(true),
             paused: AtomicU64::new(0),
@@ -42,8 +45,9 @@ impl StoreStats {
         }
     }
 
-    pub(crate) fn enqueued(&self) {
-        let depth = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
+    pub(crate) fn enqueued(&self, bytes: usize) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        let depth = self.queued_bytes.fetch_add(bytes as i64, Ordering::Relaxed) + bytes as i64;
         if depth >= self.bound && *self.gate.borrow() {
             self.gate
                 .send_if_modified(|open| std::mem::replace(open, false));
@@ -85,8 +89,9 @@ impl StoreStats {
         self.paused.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn committed(&self, writes: usize, took: std::time::Duration) {
-        let depth = self.queued.fetch_sub(writes as i64, Ordering::Relaxed) - writes as i64;
+    pub(crate) fn committed(&self, writes: usize, bytes: usize, took: std::time::Duration) {
+        self.queued.fetch_sub(writes as i64, Ordering::Relaxed);
+        let depth = self.queued_bytes.fetch_sub(bytes as i64, Ordering::Relaxed) - bytes as i64;
         if depth <= self.bound / 2 && !*self.gate.borrow() {
             self.gate
                 .send_if_modified(|open| !std::mem::replace(open, true));

@@ -18,6 +18,18 @@ pub(crate) enum Item {
     Pending(PendingRecord),
 }
 
+impl Item {
+    /// About how many bytes the write holds while queued (what the queue's bound counts).
+    pub(crate) fn weight(&self) -> usize {
+        64 + match self {
+            Item::Event(e) => e.session_id.len() + e.json.len(),
+            Item::Raw { session_id, line } => session_id.len() + line.len(),
+            Item::Session(s) => s.id.len() + s.thread_id.len() + s.meta.len(),
+            Item::Pending(p) => p.id.len() + p.session_id.len() + p.request.len(),
+        }
+    }
+}
+
 /// What the [`Store`](super::Store) sends the writer.
 pub(crate) enum Op {
     Write(Item),
@@ -350,7 +362,8 @@ pub(crate) async fn run(
             if let Err((lost, error)) = commit_batch(&pool, &items, keep, &stats).await {
                 record_failure(&mut unreported, lost, error);
             }
-            stats.committed(items.len(), started.elapsed());
+            let bytes = items.iter().map(Item::weight).sum();
+            stats.committed(items.len(), bytes, started.elapsed());
             tracing::trace!(writes = items.len(), elapsed = ?started.elapsed(), "store batch committed");
             items.clear();
             if let Some(spool) = &spool {
