@@ -378,7 +378,11 @@ impl Inner {
                 tracing::warn!("codex reported an error with no id: {error}")
             }
             Incoming::Notification { method, params } => {
-                let notification = ServerNotification::from_params(&method, &params);
+                let notification = ServerNotification::try_from_params(&method, &params)
+                    .unwrap_or_else(|e| {
+                        tracing::warn!("{e}; kept raw");
+                        ServerNotification::raw(&method, &params)
+                    });
                 let thread = notification.thread_id().map(str::to_owned);
                 // A sub-agent's thread belongs to whoever receives the thread that spawned it;
                 // routed here, before any of the child's own later lines is read, and after
@@ -401,7 +405,13 @@ impl Inner {
                 }
             }
             Incoming::Request { id, method, params } => {
-                let request = ServerRequest::from_params(&method, &params);
+                let request =
+                    ServerRequest::try_from_params(&method, &params).unwrap_or_else(|e| {
+                        tracing::warn!(
+                            "{e}; kept raw (answered fail-closed unless a handler knows it)"
+                        );
+                        ServerRequest::raw(&method, &params)
+                    });
                 let thread = request.thread_id().map(str::to_owned);
                 let responder = Responder::new(id, request, Arc::downgrade(self));
                 let event = PeerEvent::Request(IncomingRequest {

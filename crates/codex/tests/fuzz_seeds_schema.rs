@@ -47,7 +47,12 @@ fn seed_corpora_are_valid_codex_0_169_messages_and_parse_typed() {
     let bin = common::codex_bin("0.169.0");
     let dir = tempfile::tempdir().unwrap();
     let status = std::process::Command::new(&bin)
-        .args(["app-server", "generate-json-schema", "--experimental", "--out"])
+        .args([
+            "app-server",
+            "generate-json-schema",
+            "--experimental",
+            "--out",
+        ])
         .arg(dir.path())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
