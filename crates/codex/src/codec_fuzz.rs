@@ -106,6 +106,9 @@ fn fuzz_regression_an_unterminated_overlong_tail_does_not_panic_at_eof() {
 /// the reader then logged as a junk line; everywhere else blank lines are skipped.
 #[test]
 fn fuzz_regression_a_blank_tail_at_eof_is_skipped() {
-    assert_eq!(decode(16, b"{}\n  \r", &[1]), vec![Frame::Line("{}".into())]);
+    assert_eq!(
+        decode(16, b"{}\n  \r", &[1]),
+        vec![Frame::Line("{}".into())]
+    );
     assert_eq!(decode(16, b" ", &[4]), vec![]);
 }

@@ -18,11 +18,14 @@ pub fn config(default_cases: u32) -> Config {
     }
 }
 
-/// One seed corpus under `tests/fuzz-seeds`: an array of whole messages.
+/// One seed corpus under `crates/protocol/tests/fuzz-seeds`: an array of whole messages.
 pub fn seeds(file: &str) -> Vec<Value> {
-    let path = format!("{}/tests/fuzz-seeds/{file}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).expect("a seed file is a JSON array")
+    let text = match file {
+        "notifications.json" => include_str!("../fuzz-seeds/notifications.json"),
+        "server_requests.json" => include_str!("../fuzz-seeds/server_requests.json"),
+        other => panic!("no seed corpus {other}"),
+    };
+    serde_json::from_str(text).expect("a seed file is a JSON array")
 }
 
 /// Strings that break naive code: unicode of every width, controls, escapes, long runs.
