@@ -35,6 +35,13 @@ pub struct EngineArgs {
     /// Events per session kept in memory (older ones are read from the store).
     #[arg(long, env = "EVENT_BUFFER_SIZE", default_value_t = 1000)]
     pub event_buffer: usize,
+    /// Crashes (or failed starts) of Codex within the crash window after which codex-relay
+    /// stops restarting it and calls fail with a `codex_crash_loop` error.
+    #[arg(long, env = "CODEX_CRASH_LIMIT", default_value_t = 5)]
+    pub codex_crash_limit: u32,
+    /// The crash window, in milliseconds.
+    #[arg(long, env = "CODEX_CRASH_WINDOW_MS", default_value_t = 60_000)]
+    pub codex_crash_window_ms: u64,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -70,6 +77,8 @@ impl EngineArgs {
         config.approval_timeout = Duration::from_millis(self.approval_timeout_ms);
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;
+        config.crash_policy.max_crashes = self.codex_crash_limit.max(1);
+        config.crash_policy.window = Duration::from_millis(self.codex_crash_window_ms);
         Ok(config)
     }
 

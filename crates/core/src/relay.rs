@@ -34,6 +34,8 @@ pub struct RelayConfig {
     pub approval_timeout: Duration,
     /// Events per session kept in memory; older ones are read from the store (EVENT_BUFFER_SIZE).
     pub event_buffer: usize,
+    /// When to stop restarting a crashing Codex (CODEX_CRASH_LIMIT, CODEX_CRASH_WINDOW_MS).
+    pub crash_policy: crate::crash_loop::CrashPolicy,
 }
 
 impl RelayConfig {
@@ -44,6 +46,7 @@ impl RelayConfig {
             max_sessions: 32,
             approval_timeout: Duration::from_millis(300_000),
             event_buffer: 1000,
+            crash_policy: Default::default(),
         }
     }
 }
@@ -124,7 +127,7 @@ impl Relay {
         let broker = Broker::new(config.approval_timeout, store.clone());
         let feed: Arc<crate::feed::Feed> = Arc::default();
         let inner = Arc::new(RelayInner {
-            servers: ServerSource::new(config.codex.clone(), feed.clone()),
+            servers: ServerSource::new(config.codex.clone(), config.crash_policy, feed.clone()),
             slots: Slots::new(config.max_sessions),
             config,
             store,
@@ -148,6 +151,11 @@ impl Relay {
     /// The running app-server (started if needed).
     pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
         self.inner.servers.get().await
+    }
+
+    /// `Some` while Codex is in a crash loop and restarts are refused: the error calls get.
+    pub fn codex_crash_loop(&self) -> Option<RelayError> {
+        self.inner.servers.gave_up().map(RelayError::from)
     }
 
     pub(crate) fn spawn_session(
