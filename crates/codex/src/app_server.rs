@@ -190,16 +190,23 @@ impl AppServer {
                     detail: e.to_string(),
                 })
             })?,
-            Err(PeerError::Timeout { .. }) => {
-                process.shutdown(Duration::from_millis(200)).await;
-                return Err(StartError::HandshakeTimeout {
-                    after: config.startup_timeout,
-                    stderr_tail: process.stderr_tail().text(),
-                });
-            }
             Err(e) => {
                 process.shutdown(Duration::from_millis(200)).await;
-                return Err(StartError::Handshake(e));
+                let err = match e {
+                    PeerError::Timeout { .. } => StartError::HandshakeTimeout {
+                        after: config.startup_timeout,
+                        stderr_tail: process.stderr_tail().text(),
+                    },
+                    e => StartError::Handshake(e),
+                };
+                return Err(match peer.junk_before_first_message() {
+                    Some(first_line) => StartError::NotAppServer {
+                        binary: config.binary.display().to_string(),
+                        first_line,
+                        then: err.to_string(),
+                    },
+                    None => err,
+                });
             }
         };
         peer.notify::<()>("initialized", None)

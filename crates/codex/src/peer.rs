@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -129,6 +129,10 @@ pub(crate) struct Inner {
     routes: Mutex<Routes>,
     closed: Mutex<Option<PeerError>>,
     config: PeerConfig,
+    /// Set by the first line that is a JSON-RPC message.
+    saw_message: AtomicBool,
+    /// The first line that was not one, when it came before any message (a preview).
+    junk_first: Mutex<Option<String>>,
 }
 
 /// A cheap, cloneable handle to one JSON-RPC connection.
@@ -156,6 +160,8 @@ impl Peer {
             routes: Mutex::new(Routes::default()),
             closed: Mutex::new(None),
             config,
+            saw_message: AtomicBool::new(false),
+            junk_first: Mutex::new(None),
         });
         tokio::spawn(write_loop(out_rx, writer, Arc::downgrade(&inner)));
         tokio::spawn(read_loop(inner.clone(), reader, exit));
@@ -301,6 +307,16 @@ impl Peer {
     }
 
     /// The close error, once the connection is gone.
+    /// What the peer wrote before its first JSON-RPC message, if that was not one (a wrapper
+    /// or another program printing to stdout): a preview of the first such line.
+    pub fn junk_before_first_message(&self) -> Option<String> {
+        self.inner
+            .junk_first
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn closed(&self) -> Option<PeerError> {
         self.inner.closed_error()
     }
@@ -360,14 +376,23 @@ impl Inner {
         }
     }
 
+    fn junk(&self, what: String) {
+        if !self.saw_message.load(Ordering::Acquire) {
+            let mut first = self.junk_first.lock().unwrap_or_else(|e| e.into_inner());
+            first.get_or_insert(what);
+        }
+    }
+
     fn handle_line(self: &Arc<Self>, line: String) {
         let incoming = match Incoming::parse(&line) {
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!("skipping a line from codex: {e}: {}", preview(&line));
+                self.junk(preview(&line));
                 return;
             }
         };
+        self.saw_message.store(true, Ordering::Release);
         match incoming {
             Incoming::Response { id, result } => self.complete(id, Reply::Ok(result)),
             Incoming::Error {
@@ -555,13 +580,17 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R, exit: Opt
     let mut exit = exit;
     let handle = |inner: &Arc<Inner>, frame: Frame| match frame {
         Frame::Line(line) => inner.handle_line(line),
-        Frame::Overlong { bytes } => tracing::warn!(
-            bytes,
-            limit = inner.config.max_line_bytes,
-            "skipping a line from codex longer than the limit"
-        ),
+        Frame::Overlong { bytes } => {
+            tracing::warn!(
+                bytes,
+                limit = inner.config.max_line_bytes,
+                "skipping a line from codex longer than the limit"
+            );
+            inner.junk(format!("a line of {bytes} bytes, over the limit"));
+        }
         Frame::NotUtf8 { bytes } => {
-            tracing::warn!(bytes, "skipping a line from codex that is not UTF-8")
+            tracing::warn!(bytes, "skipping a line from codex that is not UTF-8");
+            inner.junk(format!("a line of {bytes} bytes that is not UTF-8"));
         }
     };
     let err = loop {
