@@ -4,11 +4,13 @@
 //! starts end in the crash-loop error instead of spinning.
 
 mod common;
+mod http_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::RELAY;
+use common::{HttpRelay, RELAY};
+use http_support::Client;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
@@ -150,5 +152,41 @@ async fn the_first_mcp_call_says_what_is_wrong_with_codex_then_the_crash_loop_st
     assert!(
         garbage[2].contains("Welcome to not-codex!"),
         "names the last failure: {garbage:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_shows_the_crash_loop_once_restarts_stop() {
+    let f = faults();
+    let home = f.dir.path();
+    let db = home.join("relay-health.db");
+    let relay = HttpRelay::start_with_env(
+        &["--listen", "127.0.0.1:0"],
+        &[
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("CODEX_CLI_PATH", f.garbage.display().to_string()),
+            ("CODEX_HOME", home.display().to_string()),
+            ("CODEX_RELAY_DB", db.display().to_string()),
+            ("CODEX_CRASH_LIMIT", "1".into()),
+        ],
+    )
+    .await;
+    let c = Client::new(&relay.url);
+    let first = c.get("/healthz").await.json();
+    let detail = first["codex"]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(detail.contains("Welcome to not-codex!"), "{first}");
+    let second = c.get("/healthz").await;
+    assert_eq!(second.status, 503, "{}", second.text());
+    let detail = second.json()["codex"]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(detail.contains("stopped restarting"), "{detail}");
+    assert!(
+        detail.contains("Welcome to not-codex!"),
+        "names the last failure: {detail}"
     );
 }

@@ -199,6 +199,8 @@ impl AppServer {
                     },
                     e => StartError::Handshake(e),
                 };
+                // What it printed may still be in the pipe behind a failed write: read it all.
+                let _ = tokio::time::timeout(Duration::from_secs(2), peer.reader_finished()).await;
                 return Err(match peer.junk_before_first_message() {
                     Some(first_line) => StartError::NotAppServer {
                         binary: config.binary.display().to_string(),

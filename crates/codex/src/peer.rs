@@ -133,6 +133,8 @@ pub(crate) struct Inner {
     saw_message: AtomicBool,
     /// The first line that was not one, when it came before any message (a preview).
     junk_first: Mutex<Option<String>>,
+    /// Becomes true when the reader task has handled its last line.
+    reader_done: tokio::sync::watch::Sender<bool>,
 }
 
 /// A cheap, cloneable handle to one JSON-RPC connection.
@@ -162,6 +164,7 @@ impl Peer {
             config,
             saw_message: AtomicBool::new(false),
             junk_first: Mutex::new(None),
+            reader_done: tokio::sync::watch::Sender::new(false),
         });
         tokio::spawn(write_loop(out_rx, writer, Arc::downgrade(&inner)));
         tokio::spawn(read_loop(inner.clone(), reader, exit));
@@ -315,6 +318,12 @@ impl Peer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Resolves once the reader task has handled every line it will read (stdout ended).
+    pub async fn reader_finished(&self) {
+        let mut done = self.inner.reader_done.subscribe();
+        let _ = done.wait_for(|d| *d).await;
     }
 
     pub fn closed(&self) -> Option<PeerError> {
@@ -625,6 +634,7 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R, exit: Opt
         }
     };
     inner.close(err);
+    inner.reader_done.send_replace(true);
 }
 
 #[cfg(test)]
