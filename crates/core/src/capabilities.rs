@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-
 use std::time::Instant;
 
 use codex_relay_codex::{AppServer, AppServerConfig};
