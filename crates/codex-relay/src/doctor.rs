@@ -38,7 +38,13 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     };
     println!("codex binary:    {}", binary.display());
     let timeout = Duration::from_millis(args.startup_timeout_ms);
-    let version = probe_version(&binary, timeout).await?;
+    let version = match probe_version(&binary, timeout).await {
+        Ok(v) => v,
+        Err(e) => {
+            println!("codex version:   FAILED: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     let compat = version.compatibility();
     println!("codex version:   {version}");
     println!("compatibility:   {compat:?}: {}", compat.describe(&version));

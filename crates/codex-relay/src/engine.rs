@@ -32,6 +32,13 @@ pub struct EngineArgs {
     /// Events per session kept in memory (older ones are read from the store).
     #[arg(long, env = "EVENT_BUFFER_SIZE", default_value_t = 1000)]
     pub event_buffer: usize,
+    /// Crashes (or failed starts) of Codex within the crash window after which codex-relay
+    /// stops restarting it and calls fail with a `codex_crash_loop` error.
+    #[arg(long, env = "CODEX_CRASH_LIMIT", default_value_t = 5)]
+    pub codex_crash_limit: u32,
+    /// The crash window, in milliseconds.
+    #[arg(long, env = "CODEX_CRASH_WINDOW_MS", default_value_t = 60_000)]
+    pub codex_crash_window_ms: u64,
 }
 
 impl EngineArgs {
@@ -58,7 +65,10 @@ impl EngineArgs {
     }
 
     pub fn relay_config(&self) -> anyhow::Result<RelayConfig> {
-        Ok(self.builder().relay_config()?)
+        let mut config = self.builder().relay_config()?;
+        config.crash_policy.max_crashes = self.codex_crash_limit.max(1);
+        config.crash_policy.window = Duration::from_millis(self.codex_crash_window_ms);
+        Ok(config)
     }
 
     pub async fn open(&self) -> anyhow::Result<Relay> {

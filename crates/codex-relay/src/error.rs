@@ -324,7 +324,9 @@ impl From<RelayError> for Error {
     fn from(e: RelayError) -> Self {
         let message = e.to_string();
         match e {
-            RelayError::Start(_) => Error::new(Phase::Codex, ErrorKind::Start, message),
+            RelayError::Start(_) | RelayError::CodexCrashLoop { .. } => {
+                Error::new(Phase::Codex, ErrorKind::Start, message)
+            }
             RelayError::Codex(p) => Error::from(p),
             RelayError::UnknownSession(_)
             | RelayError::InvalidOption(_)

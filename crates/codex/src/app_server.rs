@@ -190,16 +190,25 @@ impl AppServer {
                     detail: e.to_string(),
                 })
             })?,
-            Err(PeerError::Timeout { .. }) => {
-                process.shutdown(Duration::from_millis(200)).await;
-                return Err(StartError::HandshakeTimeout {
-                    after: config.startup_timeout,
-                    stderr_tail: process.stderr_tail().text(),
-                });
-            }
             Err(e) => {
                 process.shutdown(Duration::from_millis(200)).await;
-                return Err(StartError::Handshake(e));
+                let err = match e {
+                    PeerError::Timeout { .. } => StartError::HandshakeTimeout {
+                        after: config.startup_timeout,
+                        stderr_tail: process.stderr_tail().text(),
+                    },
+                    e => StartError::Handshake(e),
+                };
+                // What it printed may still be in the pipe behind a failed write: read it all.
+                let _ = tokio::time::timeout(Duration::from_secs(2), peer.reader_finished()).await;
+                return Err(match peer.junk_before_first_message() {
+                    Some(first_line) => StartError::NotAppServer {
+                        binary: config.binary.display().to_string(),
+                        first_line,
+                        then: err.to_string(),
+                    },
+                    None => err,
+                });
             }
         };
         peer.notify::<()>("initialized", None)

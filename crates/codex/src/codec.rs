@@ -82,7 +82,9 @@ impl Decoder for BoundedLines {
                 return Ok(Some(frame));
             }
             if buf.len() > self.max {
+                // Discarding clears the buffer: nothing in it is scanned any more.
                 self.discarding = Some(0);
+                self.scanned = 0;
                 continue;
             }
             self.scanned = buf.len();
@@ -102,7 +104,11 @@ impl Decoder for BoundedLines {
         }
         let len = buf.len();
         buf.extend_from_slice(b"\n");
-        Ok(Some(self.take_line(buf, len)))
+        match self.take_line(buf, len) {
+            // A blank last line is skipped, like every blank line.
+            Frame::Line(s) if s.trim().is_empty() => Ok(None),
+            frame => Ok(Some(frame)),
+        }
     }
 }
 
@@ -154,3 +160,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "codec_fuzz.rs"]
+mod fuzz;

@@ -68,10 +68,20 @@ impl PeerError {
 /// Why `codex app-server` could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("could not run {binary}: {source}")]
+    #[error("could not run {binary}: {source}{}", spawn_hint(.source))]
     Spawn {
         binary: String,
         source: std::io::Error,
+    },
+    /// The program wrote something that is not JSON-RPC to stdout before answering
+    /// `initialize`: not Codex's app-server, or a wrapper that prints to stdout.
+    #[error(
+        "{binary} app-server printed something that is not a JSON-RPC message before answering initialize: {first_line:?} (is it really Codex, or a wrapper printing to stdout?); then: {then}"
+    )]
+    NotAppServer {
+        binary: String,
+        first_line: String,
+        then: String,
     },
     #[error("`{binary} --version` failed: {detail}")]
     VersionProbe { binary: String, detail: String },
@@ -91,4 +101,16 @@ pub enum StartError {
     },
     #[error("the initialize handshake failed: {0}")]
     Handshake(#[source] PeerError),
+}
+
+fn spawn_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            " (no such file: install Codex with `npm install -g @openai/codex`, or point CODEX_CLI_PATH / --codex at it)"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            " (not executable: `chmod +x` it, or point CODEX_CLI_PATH / --codex at the real codex)"
+        }
+        _ => "",
+    }
 }

@@ -11,6 +11,7 @@
 pub mod app_server;
 mod codec;
 pub mod error;
+mod flow;
 pub mod peer;
 pub mod process;
 mod responder;

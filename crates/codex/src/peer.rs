@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -17,11 +17,13 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 
 use crate::codec::{BoundedLines, Frame};
 use crate::error::PeerError;
+use crate::flow::InFlight;
+pub use crate::flow::ReadGate;
 use crate::responder::Responder;
 use crate::routes::{Delivery, Routes};
 
@@ -39,23 +41,6 @@ pub struct PeerConfig {
     /// Backpressure: while this reads `false` the peer stops reading Codex's stdout, so the
     /// pipe fills and Codex waits (the relay closes it while its store falls behind).
     pub read_gate: Option<ReadGate>,
-}
-
-/// An open/closed signal the peer waits on before reading the next line from Codex.
-#[derive(Clone)]
-pub struct ReadGate(pub tokio::sync::watch::Receiver<bool>);
-
-impl std::fmt::Debug for ReadGate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ReadGate(open: {})", *self.0.borrow())
-    }
-}
-
-impl ReadGate {
-    /// Resolves once the gate is open (at once if it is, or if nobody can close it any more).
-    async fn opened(&mut self) {
-        let _ = self.0.wait_for(|open| *open).await;
-    }
 }
 
 impl Default for PeerConfig {
@@ -126,7 +111,7 @@ impl Subscription {
         if n > 0
             && let Some(inner) = self.inner.upgrade()
         {
-            inner.received(n);
+            inner.in_flight.received(n);
         }
     }
 
@@ -145,7 +130,7 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.upgrade() {
             inner.routes().remove(self.thread.as_deref(), self.key);
-            inner.received(self.rx.len());
+            inner.in_flight.received(self.rx.len());
         }
     }
 }
@@ -163,18 +148,15 @@ pub(crate) struct Inner {
     routes: Mutex<Routes>,
     closed: Mutex<Option<PeerError>>,
     config: PeerConfig,
-    /// Notifications delivered to subscribers and not yet received by them; the reader pauses
-    /// while there are more than [`IN_FLIGHT_LIMIT`], so a subscriber that falls behind Codex
-    /// holds a bounded backlog.
-    in_flight: AtomicUsize,
-    drained: Notify,
+    /// Notifications delivered to subscribers and not yet received by them.
+    in_flight: InFlight,
+    /// Set by the first line that is a JSON-RPC message.
+    saw_message: AtomicBool,
+    /// The first line that was not one, when it came before any message (a preview).
+    junk_first: Mutex<Option<String>>,
+    /// Becomes true when the reader task has handled its last line.
+    reader_done: tokio::sync::watch::Sender<bool>,
 }
-
-/// Most notifications waiting in subscribers' queues before the reader pauses.
-const IN_FLIGHT_LIMIT: usize = 2048;
-/// Longest pause per line: a subscriber busy awaiting a call's answer (which only the reader
-/// can deliver) slows the reader down instead of deadlocking it.
-const IN_FLIGHT_PAUSE: Duration = Duration::from_millis(20);
 
 /// A cheap, cloneable handle to one JSON-RPC connection.
 #[derive(Clone)]
@@ -201,8 +183,10 @@ impl Peer {
             routes: Mutex::new(Routes::default()),
             closed: Mutex::new(None),
             config,
-            in_flight: AtomicUsize::new(0),
-            drained: Notify::new(),
+            in_flight: InFlight::default(),
+            saw_message: AtomicBool::new(false),
+            junk_first: Mutex::new(None),
+            reader_done: tokio::sync::watch::Sender::new(false),
         });
         tokio::spawn(write_loop(out_rx, writer, Arc::downgrade(&inner)));
         tokio::spawn(read_loop(inner.clone(), reader, exit));
@@ -348,6 +332,22 @@ impl Peer {
     }
 
     /// The close error, once the connection is gone.
+    /// What the peer wrote before its first JSON-RPC message, if that was not one (a wrapper
+    /// or another program printing to stdout): a preview of the first such line.
+    pub fn junk_before_first_message(&self) -> Option<String> {
+        self.inner
+            .junk_first
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Resolves once the reader task has handled every line it will read (stdout ended).
+    pub async fn reader_finished(&self) {
+        let mut done = self.inner.reader_done.subscribe();
+        let _ = done.wait_for(|d| *d).await;
+    }
+
     pub fn closed(&self) -> Option<PeerError> {
         self.inner.closed_error()
     }
@@ -359,25 +359,6 @@ impl Peer {
 }
 
 impl Inner {
-    /// Subscribers took `n` notifications off their queues.
-    fn received(&self, n: usize) {
-        let before = self
-            .in_flight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_sub(n))
-            })
-            .unwrap_or(0);
-        if before > IN_FLIGHT_LIMIT / 2 && before.saturating_sub(n) <= IN_FLIGHT_LIMIT / 2 {
-            self.drained.notify_waiters();
-        }
-    }
-
-    /// Waits (a bounded time) while subscribers hold too many undelivered notifications.
-    async fn throttle(&self) {
-        if self.in_flight.load(Ordering::Relaxed) > IN_FLIGHT_LIMIT {
-            let _ = tokio::time::timeout(IN_FLIGHT_PAUSE, self.drained.notified()).await;
-        }
-    }
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, oneshot::Sender<Reply>>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -426,14 +407,23 @@ impl Inner {
         }
     }
 
+    fn junk(&self, what: String) {
+        if !self.saw_message.load(Ordering::Acquire) {
+            let mut first = self.junk_first.lock().unwrap_or_else(|e| e.into_inner());
+            first.get_or_insert(what);
+        }
+    }
+
     fn handle_line(self: &Arc<Self>, line: String) {
         let incoming = match Incoming::parse(&line) {
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!("skipping a line from codex: {e}: {}", preview(&line));
+                self.junk(preview(&line));
                 return;
             }
         };
+        self.saw_message.store(true, Ordering::Release);
         match incoming {
             Incoming::Response { id, result } => self.complete(id, Reply::Ok(result)),
             Incoming::Error {
@@ -444,13 +434,17 @@ impl Inner {
                 tracing::warn!("codex reported an error with no id: {error}")
             }
             Incoming::Notification { method, params } => {
-                let notification = ServerNotification::from_params(&method, &params);
+                let notification = ServerNotification::try_from_params(&method, &params)
+                    .unwrap_or_else(|e| {
+                        tracing::warn!("{e}; kept raw");
+                        ServerNotification::raw(&method, &params)
+                    });
                 let thread = notification.thread_id().map(str::to_owned);
                 // A sub-agent's thread belongs to whoever receives the thread that spawned it;
                 // routed here, before any of the child's own later lines is read, and after
                 // this notification (which tells the subscriber who the child is), followed by
                 // what was parked for the child so far.
-                let spawned: Vec<(String, String)> = spawned_threads(&notification)
+                let spawned: Vec<(String, String)> = crate::routes::spawned_threads(&notification)
                     .into_iter()
                     .map(|(p, c)| (p.to_owned(), c.to_owned()))
                     .collect();
@@ -460,9 +454,7 @@ impl Inner {
                 });
                 let mut routes = self.routes();
                 match routes.deliver(thread.as_deref(), event) {
-                    Delivery::Delivered => {
-                        self.in_flight.fetch_add(1, Ordering::Relaxed);
-                    }
+                    Delivery::Delivered => self.in_flight.delivered(),
                     Delivery::Parked => {}
                     Delivery::Nobody(_) => {
                         tracing::debug!(method, "notification with no subscriber");
@@ -473,7 +465,13 @@ impl Inner {
                 }
             }
             Incoming::Request { id, method, params } => {
-                let request = ServerRequest::from_params(&method, &params);
+                let request =
+                    ServerRequest::try_from_params(&method, &params).unwrap_or_else(|e| {
+                        tracing::warn!(
+                            "{e}; kept raw (answered fail-closed unless a handler knows it)"
+                        );
+                        ServerRequest::raw(&method, &params)
+                    });
                 let thread = request.thread_id().map(str::to_owned);
                 let responder = Responder::new(id, request, Arc::downgrade(self));
                 let event = PeerEvent::Request(IncomingRequest {
@@ -502,36 +500,6 @@ impl Inner {
                 tracing::warn!(%id, "answer to a request that is not pending (timed out, or never sent)")
             }
         }
-    }
-}
-
-/// `(parent, child)` thread pairs a notification reveals: a sub-agent spawn call that names
-/// its new thread (`collabAgentToolCall` items), or a sub-agent's `thread/started`.
-fn spawned_threads(n: &ServerNotification) -> Vec<(&str, &str)> {
-    use codex_relay_protocol::v2::ThreadItem;
-    match n {
-        ServerNotification::ItemStarted(i) | ServerNotification::ItemCompleted(i) => {
-            match &i.item {
-                ThreadItem::CollabAgentToolCall(c) if c.tool == "spawnAgent" => c
-                    .receiver_thread_ids
-                    .iter()
-                    .map(|child| (i.thread_id.as_str(), child.as_str()))
-                    .collect(),
-                _ => Vec::new(),
-            }
-        }
-        ServerNotification::ThreadStarted(t) => {
-            match (&t.thread.parent_thread_id, &t.thread.source) {
-                (Some(parent), _) => vec![(parent.as_str(), t.thread.id.as_str())],
-                (None, Some(source)) => source
-                    .pointer("/subAgent/thread_spawn/parent_thread_id")
-                    .and_then(serde_json::Value::as_str)
-                    .map(|parent| vec![(parent, t.thread.id.as_str())])
-                    .unwrap_or_default(),
-                (None, None) => Vec::new(),
-            }
-        }
-        _ => Vec::new(),
     }
 }
 
@@ -617,13 +585,17 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R, exit: Opt
     let mut exit = exit;
     let handle = |inner: &Arc<Inner>, frame: Frame| match frame {
         Frame::Line(line) => inner.handle_line(line),
-        Frame::Overlong { bytes } => tracing::warn!(
-            bytes,
-            limit = inner.config.max_line_bytes,
-            "skipping a line from codex longer than the limit"
-        ),
+        Frame::Overlong { bytes } => {
+            tracing::warn!(
+                bytes,
+                limit = inner.config.max_line_bytes,
+                "skipping a line from codex longer than the limit"
+            );
+            inner.junk(format!("a line of {bytes} bytes, over the limit"));
+        }
         Frame::NotUtf8 { bytes } => {
-            tracing::warn!(bytes, "skipping a line from codex that is not UTF-8")
+            tracing::warn!(bytes, "skipping a line from codex that is not UTF-8");
+            inner.junk(format!("a line of {bytes} bytes that is not UTF-8"));
         }
     };
     let mut gate = inner.config.read_gate.clone();
@@ -654,7 +626,7 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R, exit: Opt
         match next {
             Ok(Some(Ok(frame))) => {
                 handle(&inner, frame);
-                inner.throttle().await;
+                inner.in_flight.throttle().await;
             }
             Ok(Some(Err(e))) => {
                 break PeerError::Disconnected(format!("reading from codex failed: {e}"));
@@ -678,6 +650,7 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R, exit: Opt
         }
     };
     inner.close(err);
+    inner.reader_done.send_replace(true);
 }
 
 #[cfg(test)]

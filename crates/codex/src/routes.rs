@@ -5,6 +5,8 @@ use std::collections::{HashMap, VecDeque};
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use codex_relay_protocol::v2::ServerNotification;
+
 use crate::peer::PeerEvent;
 
 /// Events kept per thread while nobody listens (a `thread/start` answer races its first
@@ -144,5 +146,37 @@ impl Routes {
         self.parked.clear();
         self.parked_order.clear();
         out
+    }
+}
+
+/// `(parent, child)` thread pairs a notification reveals: a sub-agent spawn call that names
+/// its new thread (`collabAgentToolCall` items), or a sub-agent's `thread/started`.
+pub(crate) fn spawned_threads(
+    n: &codex_relay_protocol::v2::ServerNotification,
+) -> Vec<(&str, &str)> {
+    use codex_relay_protocol::v2::ThreadItem;
+    match n {
+        ServerNotification::ItemStarted(i) | ServerNotification::ItemCompleted(i) => {
+            match &i.item {
+                ThreadItem::CollabAgentToolCall(c) if c.tool == "spawnAgent" => c
+                    .receiver_thread_ids
+                    .iter()
+                    .map(|child| (i.thread_id.as_str(), child.as_str()))
+                    .collect(),
+                _ => Vec::new(),
+            }
+        }
+        ServerNotification::ThreadStarted(t) => {
+            match (&t.thread.parent_thread_id, &t.thread.source) {
+                (Some(parent), _) => vec![(parent.as_str(), t.thread.id.as_str())],
+                (None, Some(source)) => source
+                    .pointer("/subAgent/thread_spawn/parent_thread_id")
+                    .and_then(serde_json::Value::as_str)
+                    .map(|parent| vec![(parent, t.thread.id.as_str())])
+                    .unwrap_or_default(),
+                (None, None) => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
     }
 }

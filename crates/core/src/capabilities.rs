@@ -3,9 +3,11 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use codex_relay_codex::{AppServer, AppServerConfig};
 
+use crate::crash_loop::{CrashGuard, CrashPolicy, GaveUp};
 use crate::error::RelayError;
 use crate::feed::Feed;
 
@@ -14,34 +16,61 @@ use crate::feed::Feed;
 pub(crate) struct ServerSource {
     config: AppServerConfig,
     slot: Arc<tokio::sync::Mutex<Option<Arc<AppServer>>>>,
+    /// Crashes and failed starts: restarts back off, and a crash loop gives up.
+    crashes: Arc<Mutex<CrashGuard>>,
     /// Counts the starts (a metric).
     feed: Arc<Feed>,
 }
 
 impl ServerSource {
-    pub fn new(config: AppServerConfig, feed: Arc<Feed>) -> Self {
+    pub fn new(config: AppServerConfig, crash_policy: CrashPolicy, feed: Arc<Feed>) -> Self {
         Self {
             config,
             slot: Arc::default(),
+            crashes: Arc::new(Mutex::new(CrashGuard::new(crash_policy))),
             feed,
         }
     }
 
-    /// The running app-server, started (or restarted after it died) on demand.
+    fn crashes(&self) -> std::sync::MutexGuard<'_, CrashGuard> {
+        self.crashes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The running app-server, started (or restarted after it died) on demand; restarts wait
+    /// longer after each recent crash, and a crash loop is refused with `CodexCrashLoop`.
     pub async fn get(&self) -> Result<Arc<AppServer>, RelayError> {
         let mut slot = self.slot.lock().await;
-        if let Some(s) = slot.as_ref()
-            && s.peer().closed().is_none()
-        {
-            return Ok(s.clone());
+        if let Some(s) = slot.as_ref() {
+            match s.peer().closed() {
+                None => return Ok(s.clone()),
+                Some(died) => {
+                    tracing::warn!("codex app-server is gone ({died}); starting a new one");
+                    self.crashes().record(Instant::now(), died.to_string());
+                    *slot = None;
+                }
+            }
         }
-        if slot.is_some() {
-            tracing::warn!("codex app-server is gone; starting a new one");
+        let wait = self.crashes().before_start(Instant::now());
+        let wait = wait.map_err(RelayError::from)?;
+        if !wait.is_zero() {
+            tracing::info!(?wait, "waiting before restarting codex app-server");
+            tokio::time::sleep(wait).await;
         }
-        let server = Arc::new(AppServer::start(self.config.clone()).await?);
+        let server = match AppServer::start(self.config.clone()).await {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                self.crashes().record(Instant::now(), e.to_string());
+                return Err(e.into());
+            }
+        };
         self.feed.codex_started();
         *slot = Some(server.clone());
         Ok(server)
+    }
+
+    /// Set while restarts are refused (a crash loop), for status and health checks.
+    pub fn gave_up(&self) -> Option<GaveUp> {
+        self.crashes().gave_up(Instant::now())
     }
 
     /// Takes the running app-server out (for shutdown).

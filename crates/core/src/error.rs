@@ -30,6 +30,26 @@ pub enum RelayError {
     Codex(#[from] PeerError),
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
+    #[error(
+        "Codex crashed or failed to start {crashes} times within {window:?}, so codex-relay stopped restarting it (last: {last}); it tries again in {retry_in:?}, or restart the relay after fixing the cause"
+    )]
+    CodexCrashLoop {
+        crashes: u32,
+        window: std::time::Duration,
+        last: String,
+        retry_in: std::time::Duration,
+    },
+}
+
+impl From<crate::crash_loop::GaveUp> for RelayError {
+    fn from(g: crate::crash_loop::GaveUp) -> Self {
+        RelayError::CodexCrashLoop {
+            crashes: g.crashes,
+            window: g.window,
+            last: g.last,
+            retry_in: g.retry_in,
+        }
+    }
 }
 
 impl RelayError {

@@ -14,6 +14,7 @@ pub mod answer;
 pub mod broker;
 mod by_id;
 mod capabilities;
+pub mod crash_loop;
 mod deadlines;
 pub mod discovery;
 pub mod error;

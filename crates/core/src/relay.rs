@@ -36,6 +36,8 @@ pub struct RelayConfig {
     pub event_buffer: usize,
     /// Tuning of the store's writer (batching, the write-queue bound, the spool).
     pub store_options: crate::store::StoreOptions,
+    /// When to stop restarting a crashing Codex (CODEX_CRASH_LIMIT, CODEX_CRASH_WINDOW_MS).
+    pub crash_policy: crate::crash_loop::CrashPolicy,
 }
 
 impl RelayConfig {
@@ -52,6 +54,7 @@ impl RelayConfig {
                 raw_lines_per_session: 1000,
                 ..Default::default()
             },
+            crash_policy: Default::default(),
         }
     }
 }
@@ -129,7 +132,7 @@ impl Relay {
         let mut codex = config.codex.clone();
         codex.peer.read_gate = Some(codex_relay_codex::ReadGate(store.stats().gate()));
         let inner = Arc::new(RelayInner {
-            servers: ServerSource::new(codex, feed.clone()),
+            servers: ServerSource::new(codex, config.crash_policy, feed.clone()),
             slots: Slots::new(config.max_sessions),
             config,
             store,
@@ -153,6 +156,11 @@ impl Relay {
     /// The running app-server (started if needed).
     pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
         self.inner.servers.get().await
+    }
+
+    /// `Some` while Codex is in a crash loop and restarts are refused: the error calls get.
+    pub fn codex_crash_loop(&self) -> Option<RelayError> {
+        self.inner.servers.gave_up().map(RelayError::from)
     }
 
     pub(crate) fn spawn_session(

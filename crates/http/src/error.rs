@@ -81,6 +81,9 @@ impl From<RelayError> for ApiError {
             }
             RelayError::Closed(_) => (StatusCode::CONFLICT, "session_closed"),
             RelayError::Start(_) => (StatusCode::SERVICE_UNAVAILABLE, "codex_unavailable"),
+            RelayError::CodexCrashLoop { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "codex_crash_loop")
+            }
             RelayError::Codex(_) => (StatusCode::BAD_GATEWAY, "codex_error"),
             RelayError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
         };

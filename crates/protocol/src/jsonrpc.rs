@@ -93,7 +93,12 @@ impl Params<'_> {
 
     /// Parses into `T`, or `None` when the shape does not fit.
     pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
-        serde_json::from_str(self.text()).ok()
+        self.try_parse().ok()
+    }
+
+    /// Parses into `T`; the error says which member is missing or of the wrong type.
+    pub fn try_parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.text())
     }
 
     /// The params as a JSON value (`Null` when absent).
@@ -106,6 +111,15 @@ impl From<Value> for Params<'static> {
     fn from(v: Value) -> Self {
         Params(serde_json::value::to_raw_value(&v).ok().map(Cow::Owned))
     }
+}
+
+/// The params of a known method that do not have the shape it needs (the message is then kept
+/// raw, as an unknown one, and this says why).
+#[derive(Debug, thiserror::Error)]
+#[error("the params of {method} do not fit its type: {reason}")]
+pub struct ParamsError {
+    pub method: String,
+    pub reason: serde_json::Error,
 }
 
 /// Why a line could not be understood as a JSON-RPC message.
@@ -135,6 +149,11 @@ impl<'a> Incoming<'a> {
     /// Parses one line. Extra members (such as Codex's `emittedAtMs`) are ignored; the params
     /// stay borrowed from the line.
     pub fn parse(line: &'a str) -> Result<Self, FrameError> {
+        // serde reads a struct from an array too (`[1]` would be a response to id 1).
+        if !line.trim_start().starts_with('{') {
+            serde_json::from_str::<serde::de::IgnoredAny>(line)?;
+            return Err(FrameError::Shape("not a JSON object"));
+        }
         let raw: RawMessage = serde_json::from_str(line)?;
         let id = match raw.id {
             None | Some(Value::Null) => None,
@@ -225,7 +244,10 @@ mod tests {
             Incoming::parse("not json"),
             Err(FrameError::Json(_))
         ));
-        assert!(matches!(Incoming::parse("[1,2]"), Err(FrameError::Json(_))));
+        assert!(matches!(
+            Incoming::parse("[1,2]"),
+            Err(FrameError::Shape("not a JSON object"))
+        ));
         assert!(matches!(
             Incoming::parse(r#"{"foo":1}"#),
             Err(FrameError::Shape(_))

@@ -15,4 +15,4 @@ pub mod jsonrpc;
 pub mod v1;
 pub mod v2;
 
-pub use jsonrpc::{Incoming, RequestId, RpcError};
+pub use jsonrpc::{Incoming, ParamsError, RequestId, RpcError};

@@ -7,7 +7,7 @@ use super::common::TokenUsage;
 use super::item::ThreadItem;
 use super::thread::Thread;
 use super::turn::Turn;
-use crate::jsonrpc::{Params, RequestId};
+use crate::jsonrpc::{Params, ParamsError, RequestId};
 
 /// `error`: a turn-level error. `will_retry: true` is a notice, not the end of the turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,34 +157,56 @@ impl ServerNotification {
         Self::from_params(method, &Params::from(params))
     }
 
-    /// Reads a notification straight from its JSON text; never fails.
+    /// Reads a notification straight from its JSON text; never fails (see [`Self::try_from_params`]).
     pub fn from_params(method: &str, params: &Params<'_>) -> Self {
-        fn typed<T: serde::de::DeserializeOwned>(p: &Params<'_>) -> Option<T> {
-            p.parse()
+        Self::try_from_params(method, params).unwrap_or_else(|_| Self::raw(method, params))
+    }
+
+    /// The notification kept raw, as [`ServerNotification::Unknown`].
+    pub fn raw(method: &str, params: &Params<'_>) -> Self {
+        ServerNotification::Unknown {
+            method: method.to_owned(),
+            params: params.value(),
+        }
+    }
+
+    /// Reads a notification: an unknown method is `Ok(Unknown)`; a known one whose params do
+    /// not fit its type is an error that says what did not fit.
+    pub fn try_from_params(method: &str, params: &Params<'_>) -> Result<Self, ParamsError> {
+        fn typed<T: serde::de::DeserializeOwned>(p: &Params<'_>) -> serde_json::Result<Option<T>> {
+            p.try_parse().map(Some)
         }
         use ServerNotification as N;
         let parsed = match method {
-            "error" => typed(params).map(N::Error),
-            "thread/started" => typed(params).map(N::ThreadStarted),
-            "thread/status/changed" => typed(params).map(N::ThreadStatusChanged),
-            "thread/tokenUsage/updated" => typed(params).map(N::TokenUsageUpdated),
-            "turn/started" => typed(params).map(N::TurnStarted),
-            "turn/completed" => typed(params).map(N::TurnCompleted),
-            "turn/diff/updated" => typed(params).map(N::TurnDiffUpdated),
-            "turn/plan/updated" => typed(params).map(N::TurnPlanUpdated),
-            "item/started" => typed(params).map(N::ItemStarted),
-            "item/completed" => typed(params).map(N::ItemCompleted),
-            "item/agentMessage/delta" => typed(params).map(N::AgentMessageDelta),
-            "item/commandExecution/outputDelta" => typed(params).map(N::CommandOutputDelta),
-            "item/reasoning/summaryTextDelta" => typed(params).map(N::ReasoningSummaryDelta),
-            "item/reasoning/textDelta" => typed(params).map(N::ReasoningTextDelta),
-            "serverRequest/resolved" => typed(params).map(N::ServerRequestResolved),
-            _ => None,
+            "error" => typed(params).map(|p| p.map(N::Error)),
+            "thread/started" => typed(params).map(|p| p.map(N::ThreadStarted)),
+            "thread/status/changed" => typed(params).map(|p| p.map(N::ThreadStatusChanged)),
+            "thread/tokenUsage/updated" => typed(params).map(|p| p.map(N::TokenUsageUpdated)),
+            "turn/started" => typed(params).map(|p| p.map(N::TurnStarted)),
+            "turn/completed" => typed(params).map(|p| p.map(N::TurnCompleted)),
+            "turn/diff/updated" => typed(params).map(|p| p.map(N::TurnDiffUpdated)),
+            "turn/plan/updated" => typed(params).map(|p| p.map(N::TurnPlanUpdated)),
+            "item/started" => typed(params).map(|p| p.map(N::ItemStarted)),
+            "item/completed" => typed(params).map(|p| p.map(N::ItemCompleted)),
+            "item/agentMessage/delta" => typed(params).map(|p| p.map(N::AgentMessageDelta)),
+            "item/commandExecution/outputDelta" => {
+                typed(params).map(|p| p.map(N::CommandOutputDelta))
+            }
+            "item/reasoning/summaryTextDelta" => {
+                typed(params).map(|p| p.map(N::ReasoningSummaryDelta))
+            }
+            "item/reasoning/textDelta" => typed(params).map(|p| p.map(N::ReasoningTextDelta)),
+            "serverRequest/resolved" => typed(params).map(|p| p.map(N::ServerRequestResolved)),
+            _ => Ok(None),
         };
-        parsed.unwrap_or_else(|| N::Unknown {
-            method: method.to_owned(),
-            params: params.value(),
-        })
+        match parsed {
+            Ok(Some(typed)) => Ok(typed),
+            Ok(None) => Ok(Self::raw(method, params)),
+            Err(reason) => Err(ParamsError {
+                method: method.to_owned(),
+                reason,
+            }),
+        }
     }
 
     /// The thread this notification belongs to, if any.

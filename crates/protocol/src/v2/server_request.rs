@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::jsonrpc::{Params, RpcError};
+use crate::jsonrpc::{Params, ParamsError, RpcError};
 
 /// `item/commandExecution/requestApproval`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,26 +134,44 @@ impl ServerRequest {
         Self::from_params(method, &Params::from(params))
     }
 
-    /// Reads a request straight from its JSON text; never fails.
+    /// Reads a request straight from its JSON text; never fails (see [`Self::try_from_params`]).
     pub fn from_params(method: &str, params: &Params<'_>) -> Self {
-        fn typed<T: serde::de::DeserializeOwned>(p: &Params<'_>) -> Option<T> {
-            p.parse()
+        Self::try_from_params(method, params).unwrap_or_else(|_| Self::raw(method, params))
+    }
+
+    /// The request kept raw, as [`ServerRequest::Unknown`].
+    pub fn raw(method: &str, params: &Params<'_>) -> Self {
+        ServerRequest::Unknown {
+            method: method.to_owned(),
+            params: params.value(),
+        }
+    }
+
+    /// Reads a request: an unknown method is `Ok(Unknown)`; a known one whose params do
+    /// not fit its type is an error that says what did not fit.
+    pub fn try_from_params(method: &str, params: &Params<'_>) -> Result<Self, ParamsError> {
+        fn typed<T: serde::de::DeserializeOwned>(p: &Params<'_>) -> serde_json::Result<Option<T>> {
+            p.try_parse().map(Some)
         }
         use ServerRequest as R;
         let parsed = match method {
-            Self::COMMAND_APPROVAL => typed(params).map(R::CommandApproval),
-            Self::FILE_CHANGE_APPROVAL => typed(params).map(R::FileChangeApproval),
-            Self::TOOL_CALL => typed(params).map(R::ToolCall),
-            Self::USER_INPUT => typed(params).map(R::UserInput),
-            Self::MCP_ELICITATION => Some(R::McpElicitation(params.value())),
-            Self::PERMISSIONS_APPROVAL => typed(params).map(R::PermissionsApproval),
-            Self::CHATGPT_AUTH_REFRESH => Some(R::ChatgptAuthRefresh(params.value())),
-            _ => None,
+            Self::COMMAND_APPROVAL => typed(params).map(|p| p.map(R::CommandApproval)),
+            Self::FILE_CHANGE_APPROVAL => typed(params).map(|p| p.map(R::FileChangeApproval)),
+            Self::TOOL_CALL => typed(params).map(|p| p.map(R::ToolCall)),
+            Self::USER_INPUT => typed(params).map(|p| p.map(R::UserInput)),
+            Self::MCP_ELICITATION => Ok(Some(R::McpElicitation(params.value()))),
+            Self::PERMISSIONS_APPROVAL => typed(params).map(|p| p.map(R::PermissionsApproval)),
+            Self::CHATGPT_AUTH_REFRESH => Ok(Some(R::ChatgptAuthRefresh(params.value()))),
+            _ => Ok(None),
         };
-        parsed.unwrap_or_else(|| R::Unknown {
-            method: method.to_owned(),
-            params: params.value(),
-        })
+        match parsed {
+            Ok(Some(typed)) => Ok(typed),
+            Ok(None) => Ok(Self::raw(method, params)),
+            Err(reason) => Err(ParamsError {
+                method: method.to_owned(),
+                reason,
+            }),
+        }
     }
 
     pub fn method(&self) -> &str {
