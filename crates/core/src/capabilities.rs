@@ -2,6 +2,7 @@
 //! app-server source (started or restarted on demand) and the `MAX_SESSIONS` slots.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use codex_relay_codex::{AppServer, AppServerConfig};
@@ -16,6 +17,8 @@ pub(crate) struct ServerSource {
     slot: Arc<tokio::sync::Mutex<Option<Arc<AppServer>>>>,
     /// Counts the starts (a metric).
     feed: Arc<Feed>,
+    /// Starts of this source (the pool counts restarts with it).
+    starts: Arc<AtomicU64>,
 }
 
 impl ServerSource {
@@ -24,6 +27,7 @@ impl ServerSource {
             config,
             slot: Arc::default(),
             feed,
+            starts: Arc::default(),
         }
     }
 
@@ -40,8 +44,20 @@ impl ServerSource {
         }
         let server = Arc::new(AppServer::start(self.config.clone()).await?);
         self.feed.codex_started();
+        self.starts.fetch_add(1, Ordering::Relaxed);
         *slot = Some(server.clone());
         Ok(server)
+    }
+
+    /// The app-server started last, if any, without starting one (it may have exited); `None`
+    /// too while another task is starting it.
+    pub fn current(&self) -> Option<Arc<AppServer>> {
+        self.slot.try_lock().ok()?.clone()
+    }
+
+    /// How many times this source started an app-server.
+    pub fn starts(&self) -> u64 {
+        self.starts.load(Ordering::Relaxed)
     }
 
     /// Takes the running app-server out (for shutdown).
