@@ -196,15 +196,26 @@ async fn killing_one_app_server_interrupts_only_its_sessions() {
 async fn another_codex_home_gets_its_own_process_and_restarts_spread_again() {
     let (env, relay, config) = pooled(0).await;
     let other = CodexHome::new(env.model.url());
-    let idle = |home: Option<&CodexHome>| CreateOptions {
-        cwd: Some(env.cwd()),
-        mode: Some(PermissionMode::ReadOnly),
-        codex_home: home.map(|h| h.path().display().to_string()),
-        ..Default::default()
+    // Each session runs one turn: Codex keeps no record of a thread without one, and the
+    // sessions are resumed after the restart below.
+    let with_turn = |i: usize, home: Option<&CodexHome>| {
+        env.model
+            .route(&format!("HOME-{i}"), [Reply::text(format!("home {i}"))]);
+        CreateOptions {
+            codex_home: home.map(|h| h.path().display().to_string()),
+            ..read_only(&env, &format!("HOME-{i} hi"))
+        }
     };
-    let (a, _) = relay.create(idle(None)).await.unwrap();
-    let (b, _) = relay.create(idle(None)).await.unwrap();
-    let (c, _) = relay.create(idle(Some(&other))).await.unwrap();
+    let (a, _) = relay.create(with_turn(0, None)).await.unwrap();
+    let (b, _) = relay.create(with_turn(1, None)).await.unwrap();
+    let (c, _) = relay.create(with_turn(2, Some(&other))).await.unwrap();
+    for (i, h) in [&a, &b, &c].iter().enumerate() {
+        let snap = common::until(&relay, h.id(), "the first turn", |s| {
+            s.status == SessionStatus::Idle && s.turn_count == 1
+        })
+        .await;
+        assert_eq!(snap.result, Some(serde_json::json!(format!("home {i}"))));
+    }
     let pid = |h: &codex_relay_core::SessionHandle| relay.codex_pid(h.id()).unwrap();
     assert_eq!(pid(&a), pid(&b), "0 per process: one shared process");
     assert_ne!(pid(&a), pid(&c), "another CODEX_HOME, another process");
@@ -217,8 +228,8 @@ async fn another_codex_home_gets_its_own_process_and_restarts_spread_again() {
     relay.shutdown().await;
     drop(relay);
 
-    // After a restart with two per process, the sessions come back and spread over the pool:
-    // the two of the relay's home share no process beyond the limit, the third keeps its home.
+    // After a restart with one per process, the sessions come back and spread over the pool;
+    // the third resumes in a process with its own CODEX_HOME (its thread is only there).
     let mut config = config;
     config.sessions_per_codex = 1;
     let relay = Relay::open(config).await.unwrap();
@@ -231,7 +242,7 @@ async fn another_codex_home_gets_its_own_process_and_restarts_spread_again() {
     }
     for (i, id) in ids.iter().enumerate() {
         let snap = common::until(&relay, id, "the turn after the restart", |s| {
-            s.status == SessionStatus::Idle && s.turn_count == 1
+            s.status == SessionStatus::Idle && s.turn_count == 2
         })
         .await;
         assert_eq!(snap.result, Some(serde_json::json!(format!("back {i}"))));
