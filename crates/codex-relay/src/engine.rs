@@ -35,6 +35,10 @@ pub struct EngineArgs {
     /// Events per session kept in memory (older ones are read from the store).
     #[arg(long, env = "EVENT_BUFFER_SIZE", default_value_t = 1000)]
     pub event_buffer: usize,
+    /// Sessions per `codex app-server` process: more sessions start more processes, so a
+    /// crash touches at most this many; 0 shares one process among all sessions.
+    #[arg(long, env = "SESSIONS_PER_CODEX", default_value_t = codex_relay_core::relay::DEFAULT_SESSIONS_PER_CODEX)]
+    pub sessions_per_codex: usize,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -70,6 +74,7 @@ impl EngineArgs {
         config.approval_timeout = Duration::from_millis(self.approval_timeout_ms);
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;
+        config.sessions_per_codex = self.sessions_per_codex;
         Ok(config)
     }
 
@@ -89,6 +94,7 @@ impl EngineArgs {
             approval_timeout_ms = config.approval_timeout.as_millis() as u64,
             max_sessions = config.max_sessions,
             event_buffer = config.event_buffer,
+            sessions_per_codex = config.sessions_per_codex,
             "engine settings"
         );
         Relay::open(config)
