@@ -6,7 +6,9 @@
 //! `codex_status {waitMs, until: "attention"}`;
 //! (b) the same relay pooled (`--sessions-per-codex N` for each N of POOL_SIZES, default
 //! "5,10,25");
-//! (c) 100 `codex exec --json` processes at once, the process-per-task way.
+//! (c) 100 `codex exec --json` processes at once, the process-per-task way;
+//! and (a) again with `TOKIO_WORKER_THREADS=1` (the relay's runtime on one worker thread), the
+//! "fewer runtime threads" lever for the relay's CPU per turn, before/after in the same run.
 //!
 //! Figures per arrangement: wall time (first call to last turn known done), p50/p99 turn time
 //! (a turn is timed from its start call to its completion being seen; it includes creating the
@@ -130,7 +132,7 @@ async fn relay_turn(client: Arc<Client>, i: usize, cwd: String) -> Result<Durati
     }
 }
 
-async fn relay_run(binary: &Path, sessions: usize, per: usize) -> Figures {
+async fn relay_run(binary: &Path, sessions: usize, per: usize, one_worker: bool) -> Figures {
     let (model, home) = bed(sessions).await;
     let mut cmd = tokio::process::Command::new(binary);
     cmd.arg("mcp")
@@ -144,6 +146,10 @@ async fn relay_run(binary: &Path, sessions: usize, per: usize) -> Figures {
         .args(["--sessions-per-codex", &per.to_string()])
         .env("RUST_LOG", "warn")
         .kill_on_drop(true);
+    if one_worker {
+        // Tokio reads this when it builds the relay's runtime: one worker thread, not one per core.
+        cmd.env("TOKIO_WORKER_THREADS", "1");
+    }
     let stderr = std::fs::File::create(home.root().join("relay.stderr")).expect("stderr log");
     let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(stderr)
@@ -181,11 +187,14 @@ async fn relay_run(binary: &Path, sessions: usize, per: usize) -> Figures {
         })
         .count();
     let peak = sampler.finish();
-    let name = if per == 0 {
+    let mut name = if per == 0 {
         "(a) relay, one app-server".to_owned()
     } else {
-        format!("(b) relay, {per} sessions per app-server")
+        format!("(b) relay, {per} per app-server")
     };
+    if one_worker {
+        name += ", 1 worker";
+    }
     let (turns, failed) = split(results, &name);
     if failed == 0 {
         check(&model, sessions, &name);
@@ -354,10 +363,12 @@ async fn main() {
         .collect();
     let binary = relay_binary();
     println!("codex-relay binary: {}", binary.display());
-    let mut all = vec![relay_run(&binary, sessions, 0).await];
+    let mut all = vec![relay_run(&binary, sessions, 0, false).await];
     for per in pools {
-        all.push(relay_run(&binary, sessions, per).await);
+        all.push(relay_run(&binary, sessions, per, false).await);
     }
+    // The lever the issue names for the relay's CPU: fewer runtime threads (fewer wake-ups).
+    all.push(relay_run(&binary, sessions, 0, true).await);
     all.push(exec_run(sessions).await);
     report(&all, sessions);
 }
