@@ -55,7 +55,7 @@ struct Figures {
     peak: tree::Peak,
     /// The relay's own CPU time over the run, its threads at the end, its context switches.
     relay: Option<(Duration, usize, u64)>,
-    /// Codex app-servers the relay ran.
+    /// Codex app-servers the relay ran at the end (its child processes), or exec processes.
     codex_processes: usize,
 }
 
@@ -179,13 +179,7 @@ async fn relay_run(binary: &Path, sessions: usize, per: usize, one_worker: bool)
     let cpu = tree::cpu_time(pid).saturating_sub(cpu0);
     let switches = tree::context_switches(pid).saturating_sub(switches0);
     let threads = tree::threads(pid);
-    let codex_processes = tree::descendants(pid)
-        .iter()
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| c.contains("app-server"))
-        })
-        .count();
+    let codex_processes = tree::children(pid).len();
     let peak = sampler.finish();
     let mut name = if per == 0 {
         "(a) relay, one app-server".to_owned()

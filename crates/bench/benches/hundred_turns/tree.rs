@@ -46,6 +46,14 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
+/// The direct children of `root`.
+pub fn children(root: u32) -> Vec<u32> {
+    parents()
+        .into_iter()
+        .filter_map(|(pid, ppid)| (ppid == root).then_some(pid))
+        .collect()
+}
+
 /// Every descendant of `root` (not `root` itself).
 pub fn descendants(root: u32) -> Vec<u32> {
     let parents = parents();
