@@ -84,7 +84,12 @@ fn check(model: &ModelServer, sessions: usize, name: &str) {
     assert_eq!(model.unscripted(), 0, "{name}: unscripted model requests");
     for i in 0..sessions {
         let reqs = model.requests_with(&format!("BENCH-{i}:"));
-        assert_eq!(reqs.len(), 2, "{name}: session {i} made {} model requests", reqs.len());
+        assert_eq!(
+            reqs.len(),
+            2,
+            "{name}: session {i} made {} model requests",
+            reqs.len()
+        );
         let out = reqs[1].tool_output(&format!("call-{i}"));
         assert!(
             out.as_deref().is_some_and(|o| o.contains("hi")),
@@ -205,10 +210,21 @@ async fn relay_run(binary: &Path, sessions: usize, per: usize, one_worker: bool)
     }
 }
 
-async fn exec_turn(i: usize, home: std::path::PathBuf, cwd: std::path::PathBuf) -> Result<Duration, String> {
+async fn exec_turn(
+    i: usize,
+    home: std::path::PathBuf,
+    cwd: std::path::PathBuf,
+) -> Result<Duration, String> {
     let started = Instant::now();
     let out = tokio::process::Command::new(codex(NEW))
-        .args(["exec", "--json", "--skip-git-repo-check", "-s", "read-only", "-C"])
+        .args([
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-s",
+            "read-only",
+            "-C",
+        ])
         .arg(&cwd)
         .arg(prompt(i))
         .env("CODEX_HOME", &home)
@@ -263,7 +279,10 @@ async fn futures_join<T>(
 ) -> Vec<Result<T, String>> {
     let mut out = Vec::new();
     for t in tasks.collect::<Vec<_>>() {
-        out.push(t.await.unwrap_or_else(|e| Err(format!("task panicked: {e}"))));
+        out.push(
+            t.await
+                .unwrap_or_else(|e| Err(format!("task panicked: {e}"))),
+        );
     }
     out
 }
@@ -291,11 +310,23 @@ fn report(all: &[Figures], sessions: usize) {
         .find(|f| f.relay.is_none())
         .map(|f| (f.peak.rss_kib as f64, f.peak.pss_kib as f64));
     let base_wall = all.first().map(|f| f.wall.as_secs_f64());
-    println!("\n{sessions} sessions, one turn each (exec_command `echo hi` + a message), all at once; Codex {NEW}");
+    println!(
+        "\n{sessions} sessions, one turn each (exec_command `echo hi` + a message), all at once; Codex {NEW}"
+    );
     println!(
         "{:<38} {:>8} {:>9} {:>9} {:>6} {:>10} {:>10} {:>9} {:>9} {:>6} {:>11} {:>9}",
-        "arrangement", "wall s", "p50 ms", "p99 ms", "fail", "peak RSS", "peak PSS",
-        "c/RSS", "c/PSS", "codex", "relay CPU", "ctx-sw"
+        "arrangement",
+        "wall s",
+        "p50 ms",
+        "p99 ms",
+        "fail",
+        "peak RSS",
+        "peak PSS",
+        "c/RSS",
+        "c/PSS",
+        "codex",
+        "relay CPU",
+        "ctx-sw"
     );
     for f in all {
         let mut v: Vec<f64> = f.turns.iter().copied().map(ms).collect();
@@ -306,7 +337,10 @@ fn report(all: &[Figures], sessions: usize) {
             (pct(&v, 50.0), pct(&v, 99.0))
         };
         let (rss_ratio, pss_ratio) = base_mem.map_or((f64::NAN, f64::NAN), |(r, p)| {
-            (r / f.peak.rss_kib.max(1) as f64, p / f.peak.pss_kib.max(1) as f64)
+            (
+                r / f.peak.rss_kib.max(1) as f64,
+                p / f.peak.pss_kib.max(1) as f64,
+            )
         });
         let (cpu, switches) = match f.relay {
             Some((cpu, _, sw)) => (
@@ -331,7 +365,9 @@ fn report(all: &[Figures], sessions: usize) {
             switches,
         );
     }
-    println!("\nc/RSS, c/PSS: how many times less memory than (c) (higher is better; target ≥ 5×).");
+    println!(
+        "\nc/RSS, c/PSS: how many times less memory than (c) (higher is better; target ≥ 5×)."
+    );
     if let Some(b) = base_wall {
         for f in all {
             println!(

@@ -218,9 +218,17 @@ impl Pool {
         self.start(member, &source).await
     }
 
-    async fn start(&self, member: u64, source: &ServerSource) -> Result<Arc<AppServer>, RelayError> {
+    async fn start(
+        &self,
+        member: u64,
+        source: &ServerSource,
+    ) -> Result<Arc<AppServer>, RelayError> {
         let server = source.get().await?;
-        tracing::debug!(slot = member, pid = server.pid(), "session placed on a pooled app-server");
+        tracing::debug!(
+            slot = member,
+            pid = server.pid(),
+            "session placed on a pooled app-server"
+        );
         Ok(server)
     }
 
@@ -234,13 +242,21 @@ impl Pool {
                 .members
                 .iter()
                 .filter(|m| m.key == key)
-                .find(|m| m.source.current().is_some_and(|s| s.peer().closed().is_none()))
+                .find(|m| {
+                    m.source
+                        .current()
+                        .is_some_and(|s| s.peer().closed().is_none())
+                })
                 .or_else(|| t.members.iter().find(|m| m.key == key))
                 .map(|m| m.id);
             match running {
                 Some(id) => {
                     // An idle process in use again lingers from now, not from when it emptied.
-                    let m = t.members.iter_mut().find(|m| m.id == id).expect("found above");
+                    let m = t
+                        .members
+                        .iter_mut()
+                        .find(|m| m.id == id)
+                        .expect("found above");
                     m.generation += 1;
                     let source = m.source.clone();
                     self.maybe_idle(&mut t, id);
@@ -299,7 +315,11 @@ impl Pool {
                 .gone_restarts
                 .fetch_add(source.starts().saturating_sub(1), Ordering::Relaxed);
             if let Some(server) = source.take().await {
-                tracing::info!(slot = id, pid = server.pid(), "idle codex app-server stopped");
+                tracing::info!(
+                    slot = id,
+                    pid = server.pid(),
+                    "idle codex app-server stopped"
+                );
                 server.shutdown(Duration::from_secs(2)).await;
             }
         });
@@ -397,7 +417,11 @@ mod tests {
         let p = pool(1);
         drop(p.reserve(None));
         p.reserve(None).bind("a");
-        assert_eq!(layout(&p), [1], "the dropped reservation's process was reused");
+        assert_eq!(
+            layout(&p),
+            [1],
+            "the dropped reservation's process was reused"
+        );
     }
 
     #[tokio::test]
@@ -418,7 +442,11 @@ mod tests {
         p.release("c");
         p.release("a");
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(layout(&p), [1], "the emptied second slot is gone, the first stays");
+        assert_eq!(
+            layout(&p),
+            [1],
+            "the emptied second slot is gone, the first stays"
+        );
         p.release("b");
         p.reserve(None).bind("d");
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -13,10 +13,10 @@ use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
 use crate::capabilities::Slots;
-use crate::pool::{CodexProcessView, Pool};
 use crate::error::RelayError;
 use crate::event::{Envelope, Ev, Role};
 use crate::modes::PermissionMode;
+use crate::pool::{CodexProcessView, Pool};
 use crate::session::{
     Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
 };

@@ -86,7 +86,10 @@ async fn killing_one_app_server_interrupts_only_its_sessions() {
     // Six sessions on three processes, two each.
     let procs_now = relay.codex_processes();
     assert_eq!(procs_now.len(), 3, "{procs_now:?}");
-    assert!(procs_now.iter().all(|p| p.sessions.len() == 2), "{procs_now:?}");
+    assert!(
+        procs_now.iter().all(|p| p.sessions.len() == 2),
+        "{procs_now:?}"
+    );
 
     // Every session is running its command.
     let deadline = tokio::time::Instant::now() + common::WAIT;
@@ -115,7 +118,10 @@ async fn killing_one_app_server_interrupts_only_its_sessions() {
         })
         .await;
         assert!(
-            snap.last_error.as_deref().unwrap_or("").contains("Codex exited"),
+            snap.last_error
+                .as_deref()
+                .unwrap_or("")
+                .contains("Codex exited"),
             "{snap:?}"
         );
     }
@@ -134,7 +140,9 @@ async fn killing_one_app_server_interrupts_only_its_sessions() {
         assert_eq!(relay.codex_pid(id), Some(pids[id]), "kept its process");
     }
     assert!(
-        procs::wait_group_gone(pgid, Duration::from_secs(5)).await.is_empty(),
+        procs::wait_group_gone(pgid, Duration::from_secs(5))
+            .await
+            .is_empty(),
         "the killed app-server's group (its `sleep 6`) survived"
     );
 
@@ -170,7 +178,11 @@ async fn killing_one_app_server_interrupts_only_its_sessions() {
     assert_eq!(relay.codex_processes().len(), 3);
     assert_eq!(relay.codex_restarts(), 1);
     for id in &spared {
-        assert_eq!(relay.codex_pid(id), Some(pids[id]), "untouched by the restart");
+        assert_eq!(
+            relay.codex_pid(id),
+            Some(pids[id]),
+            "untouched by the restart"
+        );
     }
 
     // Closing every session stops every process after the linger.
@@ -184,7 +196,9 @@ async fn killing_one_app_server_interrupts_only_its_sessions() {
     }
     for pid in all {
         assert!(
-            procs::wait_group_gone(pid, Duration::from_secs(10)).await.is_empty(),
+            procs::wait_group_gone(pid, Duration::from_secs(10))
+                .await
+                .is_empty(),
             "an idle app-server kept running"
         );
     }
@@ -234,7 +248,8 @@ async fn another_codex_home_gets_its_own_process_and_restarts_spread_again() {
     config.sessions_per_codex = 1;
     let relay = Relay::open(config).await.unwrap();
     for (i, id) in ids.iter().enumerate() {
-        env.model.route(&format!("BACK-{i}"), [Reply::text(format!("back {i}"))]);
+        env.model
+            .route(&format!("BACK-{i}"), [Reply::text(format!("back {i}"))]);
         relay
             .say(id, SayInput::text(format!("BACK-{i} hello")))
             .await
@@ -249,7 +264,11 @@ async fn another_codex_home_gets_its_own_process_and_restarts_spread_again() {
     }
     let pids: BTreeSet<u32> = ids.iter().filter_map(|id| relay.codex_pid(id)).collect();
     assert_eq!(pids.len(), 3, "one session per process after the restart");
-    let environ = std::fs::read_to_string(format!("/proc/{}/environ", relay.codex_pid(&ids[2]).unwrap())).unwrap();
+    let environ = std::fs::read_to_string(format!(
+        "/proc/{}/environ",
+        relay.codex_pid(&ids[2]).unwrap()
+    ))
+    .unwrap();
     assert!(environ.contains(&format!("CODEX_HOME={}", other.path().display())));
     relay.shutdown().await;
 }

@@ -17,10 +17,10 @@ use super::agent_sync::{AgentResumed, Seen};
 use super::{Logged, SayInput, SayOutcome, SessionShared};
 use crate::broker::Broker;
 use crate::capabilities::Slots;
-use crate::pool::Pool;
 use crate::error::RelayError;
 use crate::event::{Ev, Role};
 use crate::mapper;
+use crate::pool::Pool;
 use crate::tool::ToolHandler;
 
 pub(crate) enum Command {
@@ -128,7 +128,10 @@ impl Actor {
         }
         let meta = self.shared.meta();
         let opts = meta.get("options").cloned().unwrap_or(Value::Null);
-        let home = opts.get("codexHome").and_then(Value::as_str).map(Into::into);
+        let home = opts
+            .get("codexHome")
+            .and_then(Value::as_str)
+            .map(Into::into);
         let server = self.servers.server_for(&self.shared.id, home).await?;
         let sub = server.subscribe_thread(&self.shared.id);
         // Sub-agents known from before (the store) keep reaching this session.
