@@ -25,7 +25,7 @@ pub use crate::tool::{DynamicTool, ToolHandler};
 
 /// Sessions per app-server unless configured (see docs/ARCHITECTURE.md, "Pool", for the
 /// measurements behind it).
-pub const DEFAULT_SESSIONS_PER_CODEX: usize = 8;
+pub const DEFAULT_SESSIONS_PER_CODEX: usize = 25;
 
 /// Engine settings.
 #[derive(Debug, Clone)]
