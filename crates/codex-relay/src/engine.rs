@@ -39,6 +39,10 @@ pub struct EngineArgs {
     /// The crash window, in milliseconds.
     #[arg(long, env = "CODEX_CRASH_WINDOW_MS", default_value_t = 60_000)]
     pub codex_crash_window_ms: u64,
+    /// Sessions per `codex app-server` process: more sessions start more processes, so a
+    /// crash touches at most this many; 0 shares one process among all sessions.
+    #[arg(long, env = "SESSIONS_PER_CODEX", default_value_t = codex_relay_core::relay::DEFAULT_SESSIONS_PER_CODEX)]
+    pub sessions_per_codex: usize,
 }
 
 impl EngineArgs {
@@ -68,6 +72,7 @@ impl EngineArgs {
         let mut config = self.builder().relay_config()?;
         config.crash_policy.max_crashes = self.codex_crash_limit.max(1);
         config.crash_policy.window = Duration::from_millis(self.codex_crash_window_ms);
+        config.sessions_per_codex = self.sessions_per_codex;
         Ok(config)
     }
 
@@ -87,6 +92,7 @@ impl EngineArgs {
             approval_timeout_ms = config.approval_timeout.as_millis() as u64,
             max_sessions = config.max_sessions,
             event_buffer = config.event_buffer,
+            sessions_per_codex = config.sessions_per_codex,
             "engine settings"
         );
         Relay::open(config)

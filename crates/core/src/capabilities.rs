@@ -2,6 +2,7 @@
 //! app-server source (started or restarted on demand) and the `MAX_SESSIONS` slots.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -20,6 +21,8 @@ pub(crate) struct ServerSource {
     crashes: Arc<Mutex<CrashGuard>>,
     /// Counts the starts (a metric).
     feed: Arc<Feed>,
+    /// Starts of this source (the pool counts restarts with it).
+    starts: Arc<AtomicU64>,
 }
 
 impl ServerSource {
@@ -29,6 +32,7 @@ impl ServerSource {
             slot: Arc::default(),
             crashes: Arc::new(Mutex::new(CrashGuard::new(crash_policy))),
             feed,
+            starts: Arc::default(),
         }
     }
 
@@ -64,6 +68,7 @@ impl ServerSource {
             }
         };
         self.feed.codex_started();
+        self.starts.fetch_add(1, Ordering::Relaxed);
         *slot = Some(server.clone());
         Ok(server)
     }
@@ -71,6 +76,17 @@ impl ServerSource {
     /// Set while restarts are refused (a crash loop), for status and health checks.
     pub fn gave_up(&self) -> Option<GaveUp> {
         self.crashes().gave_up(Instant::now())
+    }
+
+    /// The app-server started last, if any, without starting one (it may have exited); `None`
+    /// too while another task is starting it.
+    pub fn current(&self) -> Option<Arc<AppServer>> {
+        self.slot.try_lock().ok()?.clone()
+    }
+
+    /// How many times this source started an app-server.
+    pub fn starts(&self) -> u64 {
+        self.starts.load(Ordering::Relaxed)
     }
 
     /// Takes the running app-server out (for shutdown).

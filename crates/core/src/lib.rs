@@ -1,6 +1,6 @@
 //! The sessions engine every front (MCP, HTTP/SSE, library, CLI) calls.
 //!
-//! - [`relay`]: one `codex app-server` serving many sessions; create, say (start or steer),
+//! - [`relay`]: a pool of `codex app-server` processes serving many sessions; create, say (start or steer),
 //!   interrupt, close, status, events since a cursor, long-poll waits, answers, listing.
 //! - [`session`]: an actor per session and the state fronts read (log, status, pending).
 //! - [`broker`] and [`answer`]: pending approvals, questions and tool calls; first answer wins;
@@ -23,6 +23,7 @@ pub mod feed;
 mod ids;
 pub mod mapper;
 pub mod modes;
+pub mod pool;
 mod profile;
 mod recovery;
 pub mod relay;
@@ -37,6 +38,7 @@ pub use error::RelayError;
 pub use event::{Envelope, Ev, Role};
 pub use feed::{Feed, RelayEvent};
 pub use modes::PermissionMode;
+pub use pool::CodexProcessView;
 pub use relay::{CreateOptions, DynamicTool, Relay, RelayConfig, ToolHandler};
 pub use session::{SayInput, SayOutcome, SessionHandle, SessionSnapshot, SessionStatus};
 pub use views::{Decision, PendingDetails, ResolvedBy, SessionMeta};

@@ -12,15 +12,20 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
-use crate::capabilities::{ServerSource, Slots};
+use crate::capabilities::Slots;
 use crate::error::RelayError;
 use crate::event::{Envelope, Ev, Role};
 use crate::modes::PermissionMode;
+use crate::pool::{CodexProcessView, Pool};
 use crate::session::{
     Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
 };
 use crate::store::Store;
 pub use crate::tool::{DynamicTool, ToolHandler};
+
+/// Sessions per app-server unless configured (see docs/ARCHITECTURE.md, "Pool", for the
+/// measurements behind it).
+pub const DEFAULT_SESSIONS_PER_CODEX: usize = 25;
 
 /// Engine settings.
 #[derive(Debug, Clone)]
@@ -38,6 +43,11 @@ pub struct RelayConfig {
     pub store_options: crate::store::StoreOptions,
     /// When to stop restarting a crashing Codex (CODEX_CRASH_LIMIT, CODEX_CRASH_WINDOW_MS).
     pub crash_policy: crate::crash_loop::CrashPolicy,
+    /// Sessions per `codex app-server` process (SESSIONS_PER_CODEX); 0 puts every session with
+    /// the same process settings on one shared process.
+    pub sessions_per_codex: usize,
+    /// How long a process with no session left keeps running before it is stopped.
+    pub codex_idle_linger: Duration,
 }
 
 impl RelayConfig {
@@ -55,6 +65,8 @@ impl RelayConfig {
                 ..Default::default()
             },
             crash_policy: Default::default(),
+            sessions_per_codex: DEFAULT_SESSIONS_PER_CODEX,
+            codex_idle_linger: Duration::from_secs(10),
         }
     }
 }
@@ -78,6 +90,9 @@ pub struct CreateOptions {
     pub config: Option<Map<String, Value>>,
     /// A Codex profile for this session (see `profile.rs`); explicit `config` wins over it.
     pub profile: Option<String>,
+    /// CODEX_HOME for this session's Codex (default: the relay's). Sessions with different
+    /// homes never share an app-server process.
+    pub codex_home: Option<String>,
     /// JSON schema for the first turn's final message.
     pub output_schema: Option<Value>,
     /// Run the first turn in plan mode (the model may ask questions).
@@ -90,7 +105,7 @@ pub(crate) struct RelayInner {
     pub config: RelayConfig,
     pub store: Store,
     pub broker: Broker,
-    pub servers: ServerSource,
+    pub servers: Pool,
     pub slots: Slots,
     sessions: Mutex<HashMap<String, SessionHandle>>,
     pub(crate) feed: Arc<crate::feed::Feed>,
@@ -132,7 +147,13 @@ impl Relay {
         let mut codex = config.codex.clone();
         codex.peer.read_gate = Some(codex_relay_codex::ReadGate(store.stats().gate()));
         let inner = Arc::new(RelayInner {
-            servers: ServerSource::new(codex, config.crash_policy, feed.clone()),
+            servers: Pool::new(
+                codex,
+                config.crash_policy,
+                config.sessions_per_codex,
+                config.codex_idle_linger,
+                feed.clone(),
+            ),
             slots: Slots::new(config.max_sessions),
             config,
             store,
@@ -153,9 +174,25 @@ impl Relay {
         &self.inner.store
     }
 
-    /// The running app-server (started if needed).
+    /// A running app-server with the relay's settings (started if needed), for calls that
+    /// belong to no session (listing threads, health checks).
     pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
-        self.inner.servers.get().await
+        self.inner.servers.any().await
+    }
+
+    /// The process id of the `codex app-server` serving a session, while it runs.
+    pub fn codex_pid(&self, session: &str) -> Option<u32> {
+        self.inner.servers.pid_of(session)
+    }
+
+    /// The pool's app-server processes and the sessions placed on each.
+    pub fn codex_processes(&self) -> Vec<CodexProcessView> {
+        self.inner.servers.processes()
+    }
+
+    /// App-servers started again after one died (over all processes of the pool).
+    pub fn codex_restarts(&self) -> u64 {
+        self.inner.servers.restarts()
     }
 
     /// `Some` while Codex is in a crash loop and restarts are refused: the error calls get.
@@ -207,7 +244,11 @@ impl Relay {
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
         self.inner.slots.check_free()?;
-        let server = self.server().await?;
+        let place = self
+            .inner
+            .servers
+            .reserve(opts.codex_home.clone().map(Into::into));
+        let server = place.server().await?;
         let (mut policy, mut sandbox) = (opts.approval_policy, opts.sandbox);
         if let Some(mode) = opts.mode {
             let (p, s) = mode.settings(server.version());
@@ -244,6 +285,7 @@ impl Relay {
         let started = server.thread_start(&params).await?;
         let id = started.thread.id.clone();
         self.inner.slots.claim(&id)?;
+        place.bind(&id);
         let mut stored_opts = serde_json::to_value(&opts).unwrap_or(json!({}));
         stored_opts["approvalPolicy"] = json!(policy);
         stored_opts["sandbox"] = json!(sandbox);
@@ -290,7 +332,14 @@ impl Relay {
             return Err(RelayError::UnknownSession(id.to_owned()));
         }
         self.inner.slots.claim(id)?;
-        let server = self.server().await?;
+        let server = match self.inner.servers.server_for(id, None).await {
+            Ok(server) => server,
+            Err(e) => {
+                self.inner.slots.release(id);
+                self.inner.servers.release(id);
+                return Err(e);
+            }
+        };
         let probe = codex_relay_protocol::v2::ThreadResumeParams {
             thread_id: id.to_owned(),
             ..Default::default()
@@ -300,6 +349,7 @@ impl Relay {
             .await
         {
             self.inner.slots.release(id);
+            self.inner.servers.release(id);
             tracing::debug!(id, "thread/resume failed: {e}");
             return Err(RelayError::from_resume(id, e));
         }
@@ -448,9 +498,7 @@ impl Relay {
                 .broker
                 .fail_session(h.id(), "relay-shutdown", "the relay is shutting down");
         }
-        if let Some(server) = self.inner.servers.take().await {
-            server.shutdown(Duration::from_secs(2)).await;
-        }
+        self.inner.servers.shutdown(Duration::from_secs(2)).await;
         match self.inner.store.flush().await {
             // Everything is committed: the spool is not needed to recover this run.
             Ok(()) => self.inner.store.release_spool(),

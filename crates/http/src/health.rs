@@ -33,7 +33,11 @@ pub async fn healthz(State(st): State<AppState>) -> (StatusCode, Json<Health>) {
     let codex = match tokio::time::timeout(CODEX_PROBE, st.relay.server()).await {
         Ok(Ok(server)) => Check {
             ok: true,
-            detail: format!("codex app-server {} running", server.version()),
+            detail: format!(
+                "codex app-server {} running; {} process(es) in the pool",
+                server.version(),
+                st.relay.codex_processes().len()
+            ),
         },
         Ok(Err(e)) => Check {
             ok: false,
@@ -157,8 +161,25 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     counter(
         &mut registry,
         "codex_restarts",
-        "Codex app-servers started after the first one",
-        feed.codex_starts().saturating_sub(1),
+        "Codex app-servers started again after one exited (all processes of the pool)",
+        st.relay.codex_restarts(),
+    );
+    let processes = st.relay.codex_processes();
+    gauge(
+        &mut registry,
+        "codex_processes",
+        "Codex app-server processes running in the pool",
+        processes.iter().filter(|p| p.pid.is_some()).count() as i64,
+    );
+    gauge_family(
+        &mut registry,
+        "codex_process_sessions",
+        "Sessions placed on each pooled app-server, by pool slot",
+        "slot",
+        processes
+            .iter()
+            .map(|p| (p.slot.to_string(), p.sessions.len() as i64))
+            .collect(),
     );
     let stats = st.relay.store().stats();
     gauge(

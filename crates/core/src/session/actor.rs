@@ -16,10 +16,11 @@ use tokio::sync::{mpsc, oneshot};
 use super::agent_sync::{AgentResumed, Seen};
 use super::{Logged, SayInput, SayOutcome, SessionShared};
 use crate::broker::Broker;
-use crate::capabilities::{ServerSource, Slots};
+use crate::capabilities::Slots;
 use crate::error::RelayError;
 use crate::event::{Ev, Role};
 use crate::mapper;
+use crate::pool::Pool;
 use crate::tool::ToolHandler;
 
 pub(crate) enum Command {
@@ -40,8 +41,9 @@ pub(crate) struct Actor {
     pub shared: Arc<SessionShared>,
     /// Where this session's requests go.
     pub broker: Broker,
-    /// The app-server, (re)started on demand.
-    pub servers: ServerSource,
+    /// The pool this session's app-server comes from: the same process for life, restarted
+    /// on demand.
+    pub servers: Pool,
     /// This session's `MAX_SESSIONS` slot is freed when the actor ends.
     pub slots: Slots,
     pub cmds: mpsc::Receiver<Command>,
@@ -79,6 +81,7 @@ impl Actor {
             }
         }
         self.slots.release(&self.shared.id);
+        self.servers.release(&self.shared.id);
     }
 
     async fn handle(&mut self, cmd: Command) -> Flow {
@@ -123,14 +126,18 @@ impl Actor {
         {
             return Ok(server.clone());
         }
-        let server = self.servers.get().await?;
+        let meta = self.shared.meta();
+        let opts = meta.get("options").cloned().unwrap_or(Value::Null);
+        let home = opts
+            .get("codexHome")
+            .and_then(Value::as_str)
+            .map(Into::into);
+        let server = self.servers.server_for(&self.shared.id, home).await?;
         let sub = server.subscribe_thread(&self.shared.id);
         // Sub-agents known from before (the store) keep reaching this session.
         for thread in self.shared.agent_threads() {
             sub.follow(&thread);
         }
-        let meta = self.shared.meta();
-        let opts = meta.get("options").cloned().unwrap_or(Value::Null);
         let s = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_owned);
         let mut params = ThreadResumeParams {
             thread_id: self.shared.id.clone(),

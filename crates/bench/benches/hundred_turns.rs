@@ -1,0 +1,404 @@
+//! A hundred sessions each running one turn at the same moment over the real Codex 0.169 with
+//! the scripted model (figures printed, not asserted). Each turn: the model asks for
+//! `exec_command {"cmd":"echo hi"}`, then answers with a short text. Arrangements:
+//! (a) the release `codex-relay mcp` with one shared app-server (`--sessions-per-codex 0`),
+//! driven over stdio by the rmcp client: 100 `codex_start` calls at once, each waited for with
+//! `codex_status {waitMs, until: "attention"}`;
+//! (b) the same relay pooled (`--sessions-per-codex N` for each N of POOL_SIZES, default
+//! "5,10,25");
+//! (c) 100 `codex exec --json` processes at once, the process-per-task way;
+//! and (a) again with `TOKIO_WORKER_THREADS=1` (the relay's runtime on one worker thread), the
+//! "fewer runtime threads" lever for the relay's CPU per turn, before/after in the same run.
+//!
+//! Figures per arrangement: wall time (first call to last turn known done), p50/p99 turn time
+//! (a turn is timed from its start call to its completion being seen; it includes creating the
+//! session and, for the first turns, starting Codex), the peak summed RSS and PSS of every
+//! process below the bench (the relay, its app-servers and their commands; or the exec
+//! processes), and, for the relay, its own CPU seconds per turn (utime + stime of the relay
+//! process from /proc/PID/stat, children excluded), its threads and its context switches per
+//! turn (wake-ups). Memory is reported as a ratio against (c), wall time against (a).
+//!
+//! Run: `cargo bench -p codex-relay-bench --bench hundred_turns` (SESSIONS=100 by default, set
+//! HUNDRED_TURNS_SESSIONS to change it). It first runs `cargo build --release -p codex-relay`.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use codex_relay_testkit::{CodexHome, ModelServer, Reply};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+#[path = "mcp_turns/support.rs"]
+#[allow(dead_code)]
+mod support;
+#[path = "hundred_turns/tree.rs"]
+mod tree;
+use support::{codex, ms, pct, relay_binary};
+
+const NEW: &str = "0.169.0";
+const TURN_TIMEOUT: Duration = Duration::from_secs(600);
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+struct Figures {
+    name: String,
+    wall: Duration,
+    turns: Vec<Duration>,
+    failed: usize,
+    peak: tree::Peak,
+    /// The relay's own CPU time over the run, its threads at the end, its context switches.
+    relay: Option<(Duration, usize, u64)>,
+    /// Codex app-servers the relay ran at the end (its child processes), or exec processes.
+    codex_processes: usize,
+}
+
+/// A scripted model with one route per session, and a fresh CODEX_HOME.
+async fn bed(sessions: usize) -> (ModelServer, CodexHome) {
+    let model = ModelServer::start().await;
+    let home = CodexHome::new(model.url());
+    for i in 0..sessions {
+        model.route(
+            &format!("BENCH-{i}:"),
+            [
+                Reply::exec("echo hi", &format!("call-{i}")),
+                Reply::text(format!("done {i}")),
+            ],
+        );
+    }
+    (model, home)
+}
+
+fn prompt(i: usize) -> String {
+    format!("BENCH-{i}: run `echo hi` and say done")
+}
+
+/// Every turn reached the model twice, and each command's output went back to it.
+fn check(model: &ModelServer, sessions: usize, name: &str) {
+    assert_eq!(model.unscripted(), 0, "{name}: unscripted model requests");
+    for i in 0..sessions {
+        let reqs = model.requests_with(&format!("BENCH-{i}:"));
+        assert_eq!(
+            reqs.len(),
+            2,
+            "{name}: session {i} made {} model requests",
+            reqs.len()
+        );
+        let out = reqs[1].tool_output(&format!("call-{i}"));
+        assert!(
+            out.as_deref().is_some_and(|o| o.contains("hi")),
+            "{name}: session {i} ran no `echo hi`: {out:?}"
+        );
+    }
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> Result<Value, String> {
+    let Value::Object(args) = args else {
+        unreachable!("tool arguments are objects")
+    };
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+    let result = tokio::time::timeout(TURN_TIMEOUT, client.call_tool(params))
+        .await
+        .map_err(|_| format!("{tool}: no answer within {TURN_TIMEOUT:?}"))?
+        .map_err(|e| format!("{tool}: {e}"))?;
+    if result.is_error == Some(true) {
+        return Err(format!("{tool} failed: {:?}", result.content));
+    }
+    Ok(result.structured_content.unwrap_or(Value::Null))
+}
+
+/// One session: `codex_start` with the prompt, then long-polls until its turn is done.
+async fn relay_turn(client: Arc<Client>, i: usize, cwd: String) -> Result<Duration, String> {
+    let started = Instant::now();
+    let args = json!({"prompt": prompt(i), "workingDirectory": cwd,
+        "approvalPolicy": "never", "sandbox": "read-only"});
+    let out = call(&client, "codex_start", args).await?;
+    let session = out["sessionId"].as_str().ok_or("no sessionId")?.to_owned();
+    let mut cursor = 0u64;
+    loop {
+        let args = json!({"sessionId": session, "cursor": cursor, "waitMs": 30000,
+            "until": "attention"});
+        let st = call(&client, "codex_status", args).await?;
+        cursor = st["nextCursor"].as_u64().unwrap_or(cursor);
+        match st["status"].as_str().unwrap_or_default() {
+            "done" if st["turnCount"].as_u64() == Some(1) => return Ok(started.elapsed()),
+            s @ ("error" | "failed" | "closed") => {
+                return Err(format!("session {i} {s}: {}", st["error"]));
+            }
+            _ if started.elapsed() > TURN_TIMEOUT => return Err(format!("session {i} timed out")),
+            _ => {}
+        }
+    }
+}
+
+async fn relay_run(binary: &Path, sessions: usize, per: usize, one_worker: bool) -> Figures {
+    let (model, home) = bed(sessions).await;
+    let mut cmd = tokio::process::Command::new(binary);
+    cmd.arg("mcp")
+        .arg("--codex")
+        .arg(codex(NEW))
+        .arg("--codex-home")
+        .arg(home.path())
+        .arg("--db")
+        .arg(home.root().join("relay.db"))
+        .args(["--max-sessions", &(sessions + 10).to_string()])
+        .args(["--sessions-per-codex", &per.to_string()])
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true);
+    if one_worker {
+        // Tokio reads this when it builds the relay's runtime: one worker thread, not one per core.
+        cmd.env("TOKIO_WORKER_THREADS", "1");
+    }
+    let stderr = std::fs::File::create(home.root().join("relay.stderr")).expect("stderr log");
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn codex-relay mcp");
+    let pid = transport.id().expect("relay pid");
+    let client = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("codex-relay-bench", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    .serve(transport)
+    .await
+    .expect("MCP initialize");
+    let client = Arc::new(client);
+    let cwd = home.workspace().display().to_string();
+
+    let sampler = tree::Sampler::start(Duration::from_millis(100));
+    let cpu0 = tree::cpu_time(pid);
+    let switches0 = tree::context_switches(pid);
+    let started = Instant::now();
+    let results = futures_join(
+        (0..sessions).map(|i| tokio::spawn(relay_turn(client.clone(), i, cwd.clone()))),
+    )
+    .await;
+    let wall = started.elapsed();
+    let cpu = tree::cpu_time(pid).saturating_sub(cpu0);
+    let switches = tree::context_switches(pid).saturating_sub(switches0);
+    let threads = tree::threads(pid);
+    let codex_processes = tree::children(pid).len();
+    let peak = sampler.finish();
+    let mut name = if per == 0 {
+        "(a) relay, one app-server".to_owned()
+    } else {
+        format!("(b) relay, {per} per app-server")
+    };
+    if one_worker {
+        name += ", 1 worker";
+    }
+    let (turns, failed) = split(results, &name);
+    if failed == 0 {
+        check(&model, sessions, &name);
+    }
+    drop(client);
+    Figures {
+        name,
+        wall,
+        turns,
+        failed,
+        peak,
+        relay: Some((cpu, threads, switches)),
+        codex_processes,
+    }
+}
+
+async fn exec_turn(
+    i: usize,
+    home: std::path::PathBuf,
+    cwd: std::path::PathBuf,
+) -> Result<Duration, String> {
+    let started = Instant::now();
+    let out = tokio::process::Command::new(codex(NEW))
+        .args([
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-s",
+            "read-only",
+            "-C",
+        ])
+        .arg(&cwd)
+        .arg(prompt(i))
+        .env("CODEX_HOME", &home)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("spawn codex exec: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !stdout.contains("turn.completed") {
+        return Err(format!(
+            "codex exec {i} failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(started.elapsed())
+}
+
+async fn exec_run(sessions: usize) -> Figures {
+    let (model, home) = bed(sessions).await;
+    let sampler = tree::Sampler::start(Duration::from_millis(100));
+    let started = Instant::now();
+    let results = futures_join((0..sessions).map(|i| {
+        tokio::spawn(exec_turn(
+            i,
+            home.path().to_owned(),
+            home.workspace().to_owned(),
+        ))
+    }))
+    .await;
+    let wall = started.elapsed();
+    let peak = sampler.finish();
+    let name = "(c) 100 × codex exec --json".replace("100", &sessions.to_string());
+    let (turns, failed) = split(results, &name);
+    if failed == 0 {
+        check(&model, sessions, &name);
+    }
+    Figures {
+        name,
+        wall,
+        turns,
+        failed,
+        peak,
+        relay: None,
+        codex_processes: sessions,
+    }
+}
+
+async fn futures_join<T>(
+    tasks: impl Iterator<Item = tokio::task::JoinHandle<Result<T, String>>>,
+) -> Vec<Result<T, String>> {
+    let mut out = Vec::new();
+    for t in tasks.collect::<Vec<_>>() {
+        out.push(
+            t.await
+                .unwrap_or_else(|e| Err(format!("task panicked: {e}"))),
+        );
+    }
+    out
+}
+
+fn split(results: Vec<Result<Duration, String>>, name: &str) -> (Vec<Duration>, usize) {
+    let mut ok = Vec::new();
+    let mut failed = 0;
+    for r in results {
+        match r {
+            Ok(d) => ok.push(d),
+            Err(e) => {
+                failed += 1;
+                if failed <= 3 {
+                    eprintln!("{name}: {e}");
+                }
+            }
+        }
+    }
+    (ok, failed)
+}
+
+fn report(all: &[Figures], sessions: usize) {
+    let base_mem = all
+        .iter()
+        .find(|f| f.relay.is_none())
+        .map(|f| (f.peak.rss_kib as f64, f.peak.pss_kib as f64));
+    let base_wall = all.first().map(|f| f.wall.as_secs_f64());
+    println!(
+        "\n{sessions} sessions, one turn each (exec_command `echo hi` + a message), all at once; Codex {NEW}"
+    );
+    println!(
+        "{:<38} {:>8} {:>9} {:>9} {:>6} {:>10} {:>10} {:>9} {:>9} {:>6} {:>11} {:>9}",
+        "arrangement",
+        "wall s",
+        "p50 ms",
+        "p99 ms",
+        "fail",
+        "peak RSS",
+        "peak PSS",
+        "c/RSS",
+        "c/PSS",
+        "codex",
+        "relay CPU",
+        "ctx-sw"
+    );
+    for f in all {
+        let mut v: Vec<f64> = f.turns.iter().copied().map(ms).collect();
+        v.sort_by(f64::total_cmp);
+        let (p50, p99) = if v.is_empty() {
+            (f64::NAN, f64::NAN)
+        } else {
+            (pct(&v, 50.0), pct(&v, 99.0))
+        };
+        let (rss_ratio, pss_ratio) = base_mem.map_or((f64::NAN, f64::NAN), |(r, p)| {
+            (
+                r / f.peak.rss_kib.max(1) as f64,
+                p / f.peak.pss_kib.max(1) as f64,
+            )
+        });
+        let (cpu, switches) = match f.relay {
+            Some((cpu, _, sw)) => (
+                format!("{:.2} ms/turn", ms(cpu) / sessions as f64),
+                format!("{:.0}/turn", sw as f64 / sessions as f64),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        println!(
+            "{:<38} {:>8.2} {:>9.0} {:>9.0} {:>6} {:>8} MB {:>7} MB {:>8.1}× {:>8.1}× {:>6} {:>11} {:>9}",
+            f.name,
+            f.wall.as_secs_f64(),
+            p50,
+            p99,
+            f.failed,
+            f.peak.rss_kib / 1024,
+            f.peak.pss_kib / 1024,
+            rss_ratio,
+            pss_ratio,
+            f.codex_processes,
+            cpu,
+            switches,
+        );
+    }
+    println!(
+        "\nc/RSS, c/PSS: how many times less memory than (c) (higher is better; target ≥ 5×)."
+    );
+    if let Some(b) = base_wall {
+        for f in all {
+            println!(
+                "{:<38} wall time {:.2}× (a)'s; relay threads at the end: {}",
+                f.name,
+                f.wall.as_secs_f64() / b,
+                f.relay.map_or("-".into(), |r| r.1.to_string())
+            );
+        }
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let sessions: usize = std::env::var("HUNDRED_TURNS_SESSIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let pools: Vec<usize> = std::env::var("POOL_SIZES")
+        .unwrap_or_else(|_| "5,10,25".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let binary = relay_binary();
+    println!("codex-relay binary: {}", binary.display());
+    let mut all = vec![relay_run(&binary, sessions, 0, false).await];
+    for per in pools {
+        all.push(relay_run(&binary, sessions, per, false).await);
+    }
+    // The lever the issue names for the relay's CPU: fewer runtime threads (fewer wake-ups).
+    all.push(relay_run(&binary, sessions, 0, true).await);
+    all.push(exec_run(sessions).await);
+    report(&all, sessions);
+}

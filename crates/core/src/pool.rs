@@ -1,0 +1,482 @@
+//! A pool of `codex app-server` processes: each session is placed on one for life, at most
+//! `sessions_per_codex` per process, processes started on demand and stopped when idle.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use codex_relay_codex::{AppServer, AppServerConfig};
+use serde::Serialize;
+
+use crate::capabilities::ServerSource;
+use crate::crash_loop::CrashPolicy;
+use crate::error::RelayError;
+use crate::feed::Feed;
+
+/// What makes two sessions unable to share a process: the settings `codex app-server` is
+/// started with (binary, CODEX_HOME, cwd, environment, `-c` overrides).
+type ProcessKey = String;
+
+fn key_of(c: &AppServerConfig) -> ProcessKey {
+    format!(
+        "{:?}\0{:?}\0{:?}\0{:?}\0{:?}",
+        c.binary, c.codex_home, c.cwd, c.env, c.config_overrides
+    )
+}
+
+/// One app-server of the pool and the sessions placed on it.
+struct Member {
+    id: u64,
+    key: ProcessKey,
+    source: ServerSource,
+    sessions: HashSet<String>,
+    /// Placements made for sessions whose thread id is not known yet (a `create` in flight).
+    reserved: usize,
+    /// Bumped on every placement, so a linger timer started before it does nothing.
+    generation: u64,
+}
+
+impl Member {
+    fn load(&self) -> usize {
+        self.sessions.len() + self.reserved
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    members: Vec<Member>,
+    /// Session id -> member id; a session keeps its member for life (until it is released).
+    placed: HashMap<String, u64>,
+    next_id: u64,
+}
+
+struct PoolInner {
+    base: AppServerConfig,
+    /// When each process stops restarting a crashing Codex.
+    policy: CrashPolicy,
+    /// Sessions per process; 0 means one process per distinct setting, shared by all.
+    per: usize,
+    linger: Duration,
+    feed: Arc<Feed>,
+    table: Mutex<Table>,
+    /// Restarts of members already removed from the table.
+    gone_restarts: AtomicU64,
+}
+
+/// Where sessions get their app-server; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+/// One process of the pool, for status pages and tests.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CodexProcessView {
+    /// The pool's number for this process slot (kept across restarts of its process).
+    pub slot: u64,
+    /// Process id of the running `codex app-server`, if it runs.
+    pub pid: Option<u32>,
+    /// Sessions placed on it.
+    pub sessions: Vec<String>,
+}
+
+/// A place on a member held for a session being created; bind it once the thread id is known.
+/// Dropped unbound, the place is given back.
+pub(crate) struct Reservation {
+    pool: Pool,
+    member: u64,
+    source: ServerSource,
+    bound: bool,
+}
+
+impl Reservation {
+    pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
+        self.pool.start(self.member, &self.source).await
+    }
+
+    pub fn bind(mut self, session: &str) {
+        self.bound = true;
+        let mut t = self.pool.lock();
+        if let Some(m) = t.members.iter_mut().find(|m| m.id == self.member) {
+            m.reserved = m.reserved.saturating_sub(1);
+            m.sessions.insert(session.to_owned());
+            t.placed.insert(session.to_owned(), self.member);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bound {
+            return;
+        }
+        let mut t = self.pool.lock();
+        if let Some(m) = t.members.iter_mut().find(|m| m.id == self.member) {
+            m.reserved = m.reserved.saturating_sub(1);
+        }
+        self.pool.maybe_idle(&mut t, self.member);
+    }
+}
+
+impl Pool {
+    pub fn new(
+        base: AppServerConfig,
+        policy: CrashPolicy,
+        per: usize,
+        linger: Duration,
+        feed: Arc<Feed>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(PoolInner {
+                base,
+                policy,
+                per,
+                linger,
+                feed,
+                table: Mutex::default(),
+                gone_restarts: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.inner.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The process settings of a session (its own CODEX_HOME, if it has one).
+    pub fn config_for(&self, codex_home: Option<PathBuf>) -> AppServerConfig {
+        let mut c = self.inner.base.clone();
+        if codex_home.is_some() {
+            c.codex_home = codex_home;
+        }
+        c
+    }
+
+    /// The member with room for one more session of these settings, or a new one.
+    fn place(&self, t: &mut Table, config: AppServerConfig) -> (u64, ServerSource) {
+        let key = key_of(&config);
+        let per = self.inner.per;
+        let fit = t
+            .members
+            .iter_mut()
+            .filter(|m| m.key == key && (per == 0 || m.load() < per))
+            .min_by_key(|m| m.load());
+        if let Some(m) = fit {
+            m.generation += 1;
+            return (m.id, m.source.clone());
+        }
+        t.next_id += 1;
+        let id = t.next_id;
+        let source = ServerSource::new(config, self.inner.policy, self.inner.feed.clone());
+        t.members.push(Member {
+            id,
+            key,
+            source: source.clone(),
+            sessions: HashSet::new(),
+            reserved: 0,
+            generation: 0,
+        });
+        (id, source)
+    }
+
+    /// Holds a place for a session about to be created with these settings.
+    pub fn reserve(&self, codex_home: Option<PathBuf>) -> Reservation {
+        let config = self.config_for(codex_home);
+        let mut t = self.lock();
+        let (member, source) = self.place(&mut t, config);
+        if let Some(m) = t.members.iter_mut().find(|m| m.id == member) {
+            m.reserved += 1;
+        }
+        drop(t);
+        Reservation {
+            pool: self.clone(),
+            member,
+            source,
+            bound: false,
+        }
+    }
+
+    /// The app-server of `session`: the process it was placed on (restarted if it died), or,
+    /// the first time, a place on a process with room.
+    pub async fn server_for(
+        &self,
+        session: &str,
+        codex_home: Option<PathBuf>,
+    ) -> Result<Arc<AppServer>, RelayError> {
+        let (member, source) = {
+            let mut t = self.lock();
+            let known = t.placed.get(session).copied().and_then(|id| {
+                let m = t.members.iter().find(|m| m.id == id)?;
+                Some((id, m.source.clone()))
+            });
+            match known {
+                Some(found) => found,
+                None => {
+                    let config = self.config_for(codex_home);
+                    let (id, source) = self.place(&mut t, config);
+                    if let Some(m) = t.members.iter_mut().find(|m| m.id == id) {
+                        m.sessions.insert(session.to_owned());
+                    }
+                    t.placed.insert(session.to_owned(), id);
+                    (id, source)
+                }
+            }
+        };
+        self.start(member, &source).await
+    }
+
+    async fn start(
+        &self,
+        member: u64,
+        source: &ServerSource,
+    ) -> Result<Arc<AppServer>, RelayError> {
+        let server = source.get().await?;
+        tracing::debug!(
+            slot = member,
+            pid = server.pid(),
+            "session placed on a pooled app-server"
+        );
+        Ok(server)
+    }
+
+    /// Any app-server with the relay's own settings (for listing threads and health checks):
+    /// a running one if there is, else a new member that stops after the linger when unused.
+    pub async fn any(&self) -> Result<Arc<AppServer>, RelayError> {
+        let key = key_of(&self.inner.base);
+        let (member, source) = {
+            let mut t = self.lock();
+            let running = t
+                .members
+                .iter()
+                .filter(|m| m.key == key)
+                .find(|m| {
+                    m.source
+                        .current()
+                        .is_some_and(|s| s.peer().closed().is_none())
+                })
+                .or_else(|| t.members.iter().find(|m| m.key == key))
+                .map(|m| m.id);
+            match running {
+                Some(id) => {
+                    // An idle process in use again lingers from now, not from when it emptied.
+                    let m = t
+                        .members
+                        .iter_mut()
+                        .find(|m| m.id == id)
+                        .expect("found above");
+                    m.generation += 1;
+                    let source = m.source.clone();
+                    self.maybe_idle(&mut t, id);
+                    (id, source)
+                }
+                None => {
+                    let (id, source) = self.place(&mut t, self.inner.base.clone());
+                    self.maybe_idle(&mut t, id);
+                    (id, source)
+                }
+            }
+        };
+        self.start(member, &source).await
+    }
+
+    /// The session is gone for good (closed): its place is freed; a process left with no
+    /// session stops after the linger.
+    pub fn release(&self, session: &str) {
+        let mut t = self.lock();
+        let Some(id) = t.placed.remove(session) else {
+            return;
+        };
+        if let Some(m) = t.members.iter_mut().find(|m| m.id == id) {
+            m.sessions.remove(session);
+        }
+        self.maybe_idle(&mut t, id);
+    }
+
+    /// Starts the linger timer of a member that has nothing placed on it.
+    fn maybe_idle(&self, t: &mut Table, id: u64) {
+        let Some(m) = t.members.iter().find(|m| m.id == id) else {
+            return;
+        };
+        if m.load() > 0 {
+            return;
+        }
+        let generation = m.generation;
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let pool = self.clone();
+        rt.spawn(async move {
+            tokio::time::sleep(pool.inner.linger).await;
+            let source = {
+                let mut t = pool.lock();
+                let Some(i) = t
+                    .members
+                    .iter()
+                    .position(|m| m.id == id && m.load() == 0 && m.generation == generation)
+                else {
+                    return;
+                };
+                t.members.swap_remove(i).source
+            };
+            pool.inner
+                .gone_restarts
+                .fetch_add(source.starts().saturating_sub(1), Ordering::Relaxed);
+            if let Some(server) = source.take().await {
+                tracing::info!(
+                    slot = id,
+                    pid = server.pid(),
+                    "idle codex app-server stopped"
+                );
+                server.shutdown(Duration::from_secs(2)).await;
+            }
+        });
+    }
+
+    /// The process serving `session`, if it is placed and its process runs.
+    pub fn pid_of(&self, session: &str) -> Option<u32> {
+        let t = self.lock();
+        let id = t.placed.get(session)?;
+        let m = t.members.iter().find(|m| m.id == *id)?;
+        m.source.current().map(|s| s.pid())
+    }
+
+    pub fn processes(&self) -> Vec<CodexProcessView> {
+        let t = self.lock();
+        let mut out: Vec<_> = t
+            .members
+            .iter()
+            .map(|m| {
+                let mut sessions: Vec<_> = m.sessions.iter().cloned().collect();
+                sessions.sort();
+                CodexProcessView {
+                    slot: m.id,
+                    pid: m
+                        .source
+                        .current()
+                        .filter(|s| s.peer().closed().is_none())
+                        .map(|s| s.pid()),
+                    sessions,
+                }
+            })
+            .collect();
+        out.sort_by_key(|p| p.slot);
+        out
+    }
+
+    /// Starts after a crash: every start of a process slot but its first.
+    /// The first process that stopped restarting Codex (a crash loop), if any.
+    pub fn gave_up(&self) -> Option<crate::crash_loop::GaveUp> {
+        let sources: Vec<ServerSource> = self
+            .lock()
+            .members
+            .iter()
+            .map(|m| m.source.clone())
+            .collect();
+        sources.iter().find_map(|s| s.gave_up())
+    }
+
+    pub fn restarts(&self) -> u64 {
+        let t = self.lock();
+        let live: u64 = t
+            .members
+            .iter()
+            .map(|m| m.source.starts().saturating_sub(1))
+            .sum();
+        live + self.inner.gone_restarts.load(Ordering::Relaxed)
+    }
+
+    /// Stops every process (the whole process group of each), all at once.
+    pub async fn shutdown(&self, grace: Duration) {
+        let sources: Vec<ServerSource> = {
+            let mut t = self.lock();
+            t.placed.clear();
+            t.members.drain(..).map(|m| m.source).collect()
+        };
+        let stops = sources.into_iter().map(|s| async move {
+            if let Some(server) = s.take().await {
+                server.shutdown(grace).await;
+            }
+        });
+        futures::future::join_all(stops).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(per: usize) -> Pool {
+        let config = AppServerConfig::new("/nonexistent/codex");
+        Pool::new(
+            config,
+            CrashPolicy::default(),
+            per,
+            Duration::from_millis(10),
+            Arc::default(),
+        )
+    }
+
+    fn layout(p: &Pool) -> Vec<usize> {
+        p.processes().iter().map(|m| m.sessions.len()).collect()
+    }
+
+    #[tokio::test]
+    async fn sessions_fill_processes_up_to_the_limit_and_keep_their_place() {
+        let p = pool(2);
+        for i in 0..5 {
+            p.reserve(None).bind(&format!("s{i}"));
+        }
+        assert_eq!(layout(&p), [2, 2, 1]);
+        // A freed place is taken by the next session; nobody moves.
+        let before: Vec<_> = p.processes();
+        p.release("s1");
+        p.reserve(None).bind("s5");
+        let after = p.processes();
+        assert_eq!(after[0].sessions, ["s0", "s5"]);
+        assert_eq!(after[1..], before[1..]);
+    }
+
+    #[tokio::test]
+    async fn an_unbound_reservation_gives_its_place_back() {
+        let p = pool(1);
+        drop(p.reserve(None));
+        p.reserve(None).bind("a");
+        assert_eq!(
+            layout(&p),
+            [1],
+            "the dropped reservation's process was reused"
+        );
+    }
+
+    #[tokio::test]
+    async fn other_settings_never_share_and_zero_means_one_shared_process() {
+        let p = pool(0);
+        p.reserve(None).bind("a");
+        p.reserve(None).bind("b");
+        p.reserve(Some("/tmp/other-home".into())).bind("c");
+        assert_eq!(layout(&p), [2, 1]);
+    }
+
+    #[tokio::test]
+    async fn an_empty_process_slot_is_dropped_after_the_linger_unless_reused() {
+        let p = pool(2);
+        p.reserve(None).bind("a");
+        p.reserve(None).bind("b");
+        p.reserve(None).bind("c");
+        p.release("c");
+        p.release("a");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            layout(&p),
+            [1],
+            "the emptied second slot is gone, the first stays"
+        );
+        p.release("b");
+        p.reserve(None).bind("d");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(layout(&p), [1], "reused before the linger ended: kept");
+    }
+}
