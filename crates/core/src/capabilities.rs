@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use codex_relay_codex::{AppServer, AppServerConfig};
 
+use crate::auth::AuthConfig;
 use crate::error::RelayError;
 use crate::feed::Feed;
 
@@ -13,15 +14,18 @@ use crate::feed::Feed;
 #[derive(Clone)]
 pub(crate) struct ServerSource {
     config: AppServerConfig,
+    /// Sent after every start; answers token refreshes.
+    auth: AuthConfig,
     slot: Arc<tokio::sync::Mutex<Option<Arc<AppServer>>>>,
     /// Counts the starts (a metric).
     feed: Arc<Feed>,
 }
 
 impl ServerSource {
-    pub fn new(config: AppServerConfig, feed: Arc<Feed>) -> Self {
+    pub fn new(config: AppServerConfig, auth: AuthConfig, feed: Arc<Feed>) -> Self {
         Self {
             config,
+            auth,
             slot: Arc::default(),
             feed,
         }
@@ -39,6 +43,10 @@ impl ServerSource {
             tracing::warn!("codex app-server is gone; starting a new one");
         }
         let server = Arc::new(AppServer::start(self.config.clone()).await?);
+        // Before the login: Codex may ask for fresh tokens at any time after it.
+        crate::auth::serve_unrouted(&server, &self.auth);
+        // On failure the server is dropped here, which kills its process group.
+        crate::auth::login(&server, &self.auth).await?;
         self.feed.codex_started();
         *slot = Some(server.clone());
         Ok(server)

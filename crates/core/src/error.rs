@@ -28,6 +28,8 @@ pub enum RelayError {
     Start(#[from] StartError),
     #[error("Codex refused or failed: {0}")]
     Codex(#[from] PeerError),
+    #[error("authentication: {0}")]
+    Auth(#[from] crate::auth::AuthError),
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
 }

@@ -9,8 +9,10 @@
 //!   Codex notifications into it (see docs/EVENTS.md).
 //! - [`store`]: SQLite or Postgres, batched writes (see docs/STORE.md).
 //! - [`modes`]: permission modes → approval policy + sandbox.
+//! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
 
 pub mod answer;
+pub mod auth;
 pub mod broker;
 mod by_id;
 mod capabilities;

@@ -34,6 +34,9 @@ pub struct RelayConfig {
     pub approval_timeout: Duration,
     /// Events per session kept in memory; older ones are read from the store (EVENT_BUFFER_SIZE).
     pub event_buffer: usize,
+    /// Credentials sent to every app-server the relay starts, and the token refresh callback
+    /// (see [`crate::auth`]). The default sends none.
+    pub auth: crate::auth::AuthConfig,
 }
 
 impl RelayConfig {
@@ -44,6 +47,7 @@ impl RelayConfig {
             max_sessions: 32,
             approval_timeout: Duration::from_millis(300_000),
             event_buffer: 1000,
+            auth: Default::default(),
         }
     }
 }
@@ -124,7 +128,7 @@ impl Relay {
         let broker = Broker::new(config.approval_timeout, store.clone());
         let feed: Arc<crate::feed::Feed> = Arc::default();
         let inner = Arc::new(RelayInner {
-            servers: ServerSource::new(config.codex.clone(), feed.clone()),
+            servers: ServerSource::new(config.codex.clone(), config.auth.clone(), feed.clone()),
             slots: Slots::new(config.max_sessions),
             config,
             store,

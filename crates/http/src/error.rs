@@ -82,6 +82,7 @@ impl From<RelayError> for ApiError {
             RelayError::Closed(_) => (StatusCode::CONFLICT, "session_closed"),
             RelayError::Start(_) => (StatusCode::SERVICE_UNAVAILABLE, "codex_unavailable"),
             RelayError::Codex(_) => (StatusCode::BAD_GATEWAY, "codex_error"),
+            RelayError::Auth(_) => (StatusCode::BAD_GATEWAY, "codex_auth_failed"),
             RelayError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
         };
         Self::new(status, code, message)
