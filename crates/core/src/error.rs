@@ -30,6 +30,8 @@ pub enum RelayError {
     Codex(#[from] PeerError),
     #[error("authentication: {0}")]
     Auth(#[from] crate::auth::AuthError),
+    #[error("workspace refused: {0}")]
+    Workspace(#[from] crate::workspace::WorkspaceError),
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
 }

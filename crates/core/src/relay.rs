@@ -75,6 +75,9 @@ pub struct CreateOptions {
     pub output_schema: Option<Value>,
     /// Run the first turn in plan mode (the model may ask questions).
     pub plan_mode: bool,
+    /// The workspace this session works in ([`crate::workspace::fingerprint`]); stored, so
+    /// [`Relay::session_for_workspace`] finds the session again for reuse.
+    pub workspace_fingerprint: Option<String>,
     #[serde(skip)]
     pub dynamic_tools: Vec<DynamicTool>,
 }
