@@ -1,5 +1,5 @@
 //! `codex-relay doctor`: the Codex binary, its version and compatibility, and a real
-//! `app-server` start-up and handshake.
+//! `app-server` start-up and handshake, and the credentials Codex holds (`account/read`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -76,6 +76,10 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             println!("user agent:      {}", init.user_agent);
             if let Some(home) = &init.codex_home {
                 println!("codex home:      {home}");
+            }
+            match codex_relay_core::auth::account_state(&server).await {
+                Ok(state) => println!("auth:            {state}"),
+                Err(e) => println!("auth:            unknown (account/read failed: {e})"),
             }
             server.shutdown(Duration::from_secs(2)).await;
             Ok(ExitCode::SUCCESS)

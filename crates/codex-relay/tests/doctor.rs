@@ -34,6 +34,36 @@ fn doctor_reports_each_pinned_codex_as_tested_and_starting() {
         );
         assert!(text.contains("compatibility:   Tested"), "{text}");
         assert!(text.contains("started and initialized"), "{text}");
+        assert!(
+            text.contains(
+                "auth:            not logged in (the model provider needs OpenAI credentials)"
+            ),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn doctor_reports_an_api_key_login() {
+    for version in codex_relay_testkit::PINNED_VERSIONS {
+        let bin = codex_relay_testkit::codex_bin(version).expect("pinned Codex installs");
+        let home = tempfile::tempdir().unwrap();
+        // What `codex login --with-api-key` (or the relay's API-key login) leaves behind.
+        std::fs::write(
+            home.path().join("auth.json"),
+            r#"{"OPENAI_API_KEY": "sk-doctor-test"}"#,
+        )
+        .unwrap();
+        let (ok, text) = doctor(&bin, home.path());
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("auth:            API key"),
+            "{version}: {text}"
+        );
+        assert!(
+            !text.contains("sk-doctor-test"),
+            "the key is not printed: {text}"
+        );
     }
 }
 

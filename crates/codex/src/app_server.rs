@@ -130,21 +130,6 @@ impl AppServer {
     /// Versions without app-server v2 are refused; untested ones start with a warning.
     pub async fn start(config: AppServerConfig) -> Result<Self, StartError> {
         let deadline = tokio::time::Instant::now() + config.startup_timeout;
-        let cli_version = probe_version(&config.binary, config.startup_timeout).await?;
-        match cli_version.compatibility() {
-            Compatibility::Unsupported => {
-                return Err(StartError::Unsupported {
-                    found: cli_version.to_string(),
-                    min_supported: MIN_SUPPORTED.to_string(),
-                    tested: format!("{OLDEST_TESTED} to {NEWEST_TESTED}"),
-                });
-            }
-            Compatibility::Untested => {
-                tracing::warn!("{}", Compatibility::Untested.describe(&cli_version));
-            }
-            Compatibility::Tested => {}
-        }
-
         let mut args: Vec<OsString> = Vec::new();
         for kv in &config.config_overrides {
             args.push("-c".into());
@@ -160,6 +145,9 @@ impl AppServer {
             stderr_tail_lines: config.stderr_tail_lines,
             stderr_tail_bytes: config.stderr_tail_bytes,
         };
+        // The server boots while `codex --version` runs (each costs a few hundred ms through
+        // the npm wrapper): the version is checked before the handshake is used, and an
+        // unsupported binary is stopped and refused as before.
         let (process, stdio) = CodexProcess::spawn(&spec)?;
         let process = Arc::new(process);
         let peer = Peer::spawn(
@@ -168,22 +156,39 @@ impl AppServer {
             config.peer.clone(),
             Some(Box::pin(process.exit_error())),
         );
-
-        let params = InitializeParams {
-            client_info: ClientInfo {
-                name: config.client_name.clone(),
-                title: Some("codex-relay".into()),
-                version: config.client_version.clone(),
-            },
-            capabilities: Some(InitializeCapabilities {
-                experimental_api: true,
-            }),
+        let params = initialize_params(&config);
+        let handshake = tokio::spawn({
+            let peer = peer.clone();
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            async move {
+                peer.request(v2::Initialize::METHOD, &params, Some(remaining))
+                    .await
+            }
+        });
+        let cli_version = match probe_version(&config.binary, config.startup_timeout).await {
+            Ok(v) => v,
+            Err(e) => {
+                process.shutdown(Duration::from_millis(200)).await;
+                return Err(e);
+            }
         };
-        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let init = match peer
-            .request(v2::Initialize::METHOD, &params, Some(remaining))
-            .await
-        {
+        match cli_version.compatibility() {
+            Compatibility::Unsupported => {
+                process.shutdown(Duration::from_millis(200)).await;
+                return Err(StartError::Unsupported {
+                    found: cli_version.to_string(),
+                    min_supported: MIN_SUPPORTED.to_string(),
+                    tested: format!("{OLDEST_TESTED} to {NEWEST_TESTED}"),
+                });
+            }
+            Compatibility::Untested => {
+                tracing::warn!("{}", Compatibility::Untested.describe(&cli_version));
+            }
+            Compatibility::Tested => {}
+        }
+
+        let answer = handshake.await.unwrap_or(Err(PeerError::Shutdown));
+        let init = match answer {
             Ok(v) => serde_json::from_value::<InitializeResponse>(v).map_err(|e| {
                 StartError::Handshake(PeerError::Decode {
                     method: "initialize".into(),

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use codex_relay_codex::{AppServer, AppServerConfig};
 
+use crate::auth::AuthConfig;
 use crate::crash_loop::{CrashGuard, CrashPolicy, GaveUp};
 use crate::error::RelayError;
 use crate::feed::Feed;
@@ -16,6 +17,8 @@ use crate::feed::Feed;
 #[derive(Clone)]
 pub(crate) struct ServerSource {
     config: AppServerConfig,
+    /// Sent after every start; answers token refreshes.
+    auth: AuthConfig,
     slot: Arc<tokio::sync::Mutex<Option<Arc<AppServer>>>>,
     /// Crashes and failed starts: restarts back off, and a crash loop gives up.
     crashes: Arc<Mutex<CrashGuard>>,
@@ -26,9 +29,15 @@ pub(crate) struct ServerSource {
 }
 
 impl ServerSource {
-    pub fn new(config: AppServerConfig, crash_policy: CrashPolicy, feed: Arc<Feed>) -> Self {
+    pub fn new(
+        config: AppServerConfig,
+        auth: AuthConfig,
+        crash_policy: CrashPolicy,
+        feed: Arc<Feed>,
+    ) -> Self {
         Self {
             config,
+            auth,
             slot: Arc::default(),
             crashes: Arc::new(Mutex::new(CrashGuard::new(crash_policy))),
             feed,
@@ -67,6 +76,10 @@ impl ServerSource {
                 return Err(e.into());
             }
         };
+        // Before the login: Codex may ask for fresh tokens at any time after it.
+        crate::auth::serve_unrouted(&server, &self.auth);
+        // On failure the server is dropped here, which kills its process group.
+        crate::auth::login(&server, &self.auth).await?;
         self.feed.codex_started();
         self.starts.fetch_add(1, Ordering::Relaxed);
         *slot = Some(server.clone());

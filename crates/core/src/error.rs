@@ -28,6 +28,10 @@ pub enum RelayError {
     Start(#[from] StartError),
     #[error("Codex refused or failed: {0}")]
     Codex(#[from] PeerError),
+    #[error("authentication: {0}")]
+    Auth(#[from] crate::auth::AuthError),
+    #[error("workspace refused: {0}")]
+    Workspace(#[from] crate::workspace::WorkspaceError),
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error(

@@ -9,8 +9,11 @@
 //!   Codex notifications into it (see docs/EVENTS.md).
 //! - [`store`]: SQLite or Postgres, batched writes (see docs/STORE.md).
 //! - [`modes`]: permission modes → approval policy + sandbox.
+//! - [`workspace`]: fingerprints for thread reuse; isolated copies of host mounts.
+//! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
 
 pub mod answer;
+pub mod auth;
 pub mod broker;
 mod by_id;
 mod capabilities;
@@ -31,6 +34,7 @@ pub mod session;
 pub mod store;
 mod tool;
 pub mod views;
+pub mod workspace;
 
 pub use broker::{PendingView, Resolution};
 pub use discovery::{ListFilter, ListedSession};

@@ -54,6 +54,8 @@ struct Table {
 
 struct PoolInner {
     base: AppServerConfig,
+    /// Credentials sent to every process, and the token refresh callback.
+    auth: crate::auth::AuthConfig,
     /// When each process stops restarting a crashing Codex.
     policy: CrashPolicy,
     /// Sessions per process; 0 means one process per distinct setting, shared by all.
@@ -124,6 +126,7 @@ impl Drop for Reservation {
 impl Pool {
     pub fn new(
         base: AppServerConfig,
+        auth: crate::auth::AuthConfig,
         policy: CrashPolicy,
         per: usize,
         linger: Duration,
@@ -132,6 +135,7 @@ impl Pool {
         Self {
             inner: Arc::new(PoolInner {
                 base,
+                auth,
                 policy,
                 per,
                 linger,
@@ -170,7 +174,12 @@ impl Pool {
         }
         t.next_id += 1;
         let id = t.next_id;
-        let source = ServerSource::new(config, self.inner.policy, self.inner.feed.clone());
+        let source = ServerSource::new(
+            config,
+            self.inner.auth.clone(),
+            self.inner.policy,
+            self.inner.feed.clone(),
+        );
         t.members.push(Member {
             id,
             key,
@@ -412,6 +421,7 @@ mod tests {
         let config = AppServerConfig::new("/nonexistent/codex");
         Pool::new(
             config,
+            Default::default(),
             CrashPolicy::default(),
             per,
             Duration::from_millis(10),

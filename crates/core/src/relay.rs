@@ -48,6 +48,9 @@ pub struct RelayConfig {
     pub sessions_per_codex: usize,
     /// How long a process with no session left keeps running before it is stopped.
     pub codex_idle_linger: Duration,
+    /// Credentials sent to every app-server the relay starts, and the token refresh callback
+    /// (see [`crate::auth`]). The default sends none.
+    pub auth: crate::auth::AuthConfig,
 }
 
 impl RelayConfig {
@@ -67,6 +70,7 @@ impl RelayConfig {
             crash_policy: Default::default(),
             sessions_per_codex: DEFAULT_SESSIONS_PER_CODEX,
             codex_idle_linger: Duration::from_secs(10),
+            auth: Default::default(),
         }
     }
 }
@@ -97,6 +101,9 @@ pub struct CreateOptions {
     pub output_schema: Option<Value>,
     /// Run the first turn in plan mode (the model may ask questions).
     pub plan_mode: bool,
+    /// The workspace this session works in ([`crate::workspace::fingerprint`]); stored, so
+    /// [`Relay::session_for_workspace`] finds the session again for reuse.
+    pub workspace_fingerprint: Option<String>,
     #[serde(skip)]
     pub dynamic_tools: Vec<DynamicTool>,
 }
@@ -149,6 +156,7 @@ impl Relay {
         let inner = Arc::new(RelayInner {
             servers: Pool::new(
                 codex,
+                config.auth.clone(),
                 config.crash_policy,
                 config.sessions_per_codex,
                 config.codex_idle_linger,

@@ -85,6 +85,8 @@ impl From<RelayError> for ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "codex_crash_loop")
             }
             RelayError::Codex(_) => (StatusCode::BAD_GATEWAY, "codex_error"),
+            RelayError::Auth(_) => (StatusCode::BAD_GATEWAY, "codex_auth_failed"),
+            RelayError::Workspace(_) => (StatusCode::UNPROCESSABLE_ENTITY, "workspace_refused"),
             RelayError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
         };
         Self::new(status, code, message)

@@ -12,6 +12,9 @@ pub struct HomeOptions {
     pub stream_max_retries: u32,
     /// Extra top-level TOML, placed before the provider table.
     pub extra_toml: String,
+    /// Extra keys inside `[model_providers.mock]`, e.g. `requires_openai_auth = true` (Codex
+    /// then sends the credentials it was given as the bearer token).
+    pub provider_toml: String,
 }
 
 pub struct CodexHome {
@@ -42,6 +45,7 @@ impl CodexHome {
             request_max_retries,
             stream_max_retries,
             extra_toml,
+            provider_toml,
         } = opts;
         let config = format!(
             r#"model = "mock-model"
@@ -56,6 +60,7 @@ wire_api = "responses"
 request_max_retries = {request_max_retries}
 stream_max_retries = {stream_max_retries}
 stream_idle_timeout_ms = 20000
+{provider_toml}
 "#
         );
         std::fs::write(home.join("config.toml"), config).expect("write config.toml");

@@ -195,6 +195,10 @@ pub struct RecordedRequest {
     pub body: Value,
     /// `x-codex-parent-thread-id`: set when a sub-agent's model call made the request.
     pub parent_thread: Option<String>,
+    /// The `Authorization` header (`Bearer ...`), when Codex sent one.
+    pub authorization: Option<String>,
+    /// The `chatgpt-account-id` header, sent with ChatGPT tokens.
+    pub account_id: Option<String>,
 }
 
 impl RecordedRequest {
@@ -451,9 +455,17 @@ async fn responses(
             (None, false) => s.default.pop_front(),
             (None, true) => None,
         };
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
         let request = RecordedRequest {
             body,
             parent_thread,
+            authorization: header("authorization"),
+            account_id: header("chatgpt-account-id"),
         };
         if reply.is_none() {
             let last = request.user_texts().pop().unwrap_or_default();
