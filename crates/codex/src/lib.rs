@@ -16,6 +16,7 @@ pub mod peer;
 pub mod process;
 mod responder;
 mod routes;
+pub mod tree;
 pub mod version;
 
 pub use app_server::{AppServer, AppServerConfig};

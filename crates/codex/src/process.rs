@@ -97,6 +97,8 @@ pub fn child_rust_log(user: Option<&str>) -> String {
 /// A running Codex process that owns its process group.
 pub struct CodexProcess {
     pid: u32,
+    /// Carried by every process of this Codex's tree ([`crate::tree`]).
+    marker: String,
     exit: watch::Receiver<Option<ExitInfo>>,
     stderr: StderrTail,
 }
@@ -119,6 +121,16 @@ impl CodexProcess {
             .kill_on_drop(true);
         if let Some(home) = &spec.codex_home {
             cmd.env("CODEX_HOME", home);
+        }
+        let marker = crate::tree::new_marker();
+        cmd.env(crate::tree::MARKER_VAR, &marker);
+        // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the child when
+        // the thread that spawned it dies (the relay was killed), so Codex never outlives us.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
         }
         if let Some(cwd) = &spec.cwd {
             cmd.current_dir(cwd);
@@ -152,8 +164,16 @@ impl CodexProcess {
             });
         }
         let (tx, exit) = watch::channel(None);
-        tokio::spawn(reap(child, pid, tx));
-        Ok((Self { pid, exit, stderr }, Stdio2 { stdin, stdout }))
+        tokio::spawn(reap(child, pid, marker.clone(), tx));
+        Ok((
+            Self {
+                pid,
+                marker,
+                exit,
+                stderr,
+            },
+            Stdio2 { stdin, stdout },
+        ))
     }
 
     pub fn pid(&self) -> u32 {
@@ -203,6 +223,7 @@ impl CodexProcess {
     pub async fn shutdown(&self, grace: Duration) -> ExitInfo {
         if let Some(info) = self.exit_info() {
             self.signal_group(libc::SIGKILL);
+            crate::tree::kill_marked(&self.marker);
             return info;
         }
         self.signal_group(libc::SIGTERM);
@@ -222,6 +243,7 @@ impl CodexProcess {
 impl Drop for CodexProcess {
     fn drop(&mut self) {
         self.signal_group(libc::SIGKILL);
+        crate::tree::kill_marked(&self.marker);
     }
 }
 
@@ -249,7 +271,7 @@ async fn wait_exit(mut rx: watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
     }
 }
 
-async fn reap(mut child: Child, pid: u32, tx: watch::Sender<Option<ExitInfo>>) {
+async fn reap(mut child: Child, pid: u32, marker: String, tx: watch::Sender<Option<ExitInfo>>) {
     use std::os::unix::process::ExitStatusExt;
     let info = match child.wait().await {
         Ok(status) => ExitInfo {
@@ -265,8 +287,10 @@ async fn reap(mut child: Child, pid: u32, tx: watch::Sender<Option<ExitInfo>>) {
         }
     };
     tracing::debug!(pid, %info, "codex process exited");
-    // Whatever the leader left behind (a running command, a sandbox helper) goes with it.
+    // Whatever the leader left behind (a running command, a sandbox helper, a shell in a
+    // session of its own) goes with it.
     signal_group(pid, libc::SIGKILL);
+    crate::tree::kill_marked(&marker);
     let _ = tx.send(Some(info));
 }
 

@@ -1,0 +1,54 @@
+//! The processes one Codex app-server started, found by a marker in their environment: Codex
+//! 0.169 runs some children (shell snapshots, sandboxed commands) in sessions of their own,
+//! outside its process group, so killing the group alone leaves them running.
+
+/// The environment variable every process of one app-server's tree inherits.
+pub const MARKER_VAR: &str = "CODEX_RELAY_TREE";
+
+/// A marker unique to one spawn.
+pub(crate) fn new_marker() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    format!("{:016x}", h.finish())
+}
+
+/// Processes whose environment carries `marker` (those this user may read).
+pub fn marked(marker: &str) -> Vec<u32> {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|entry| entry == needle.as_bytes())
+            })
+        })
+        .collect()
+}
+
+/// SIGKILLs every process carrying `marker`; returns how many were signalled.
+pub fn kill_marked(marker: &str) -> usize {
+    let pids = marked(marker);
+    for pid in &pids {
+        // SAFETY: kill(2) has no memory-safety preconditions; a pid gone meanwhile gives ESRCH.
+        unsafe {
+            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    if !pids.is_empty() {
+        tracing::debug!(
+            count = pids.len(),
+            "killed what codex left outside its group"
+        );
+    }
+    pids.len()
+}
