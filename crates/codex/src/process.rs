@@ -99,6 +99,8 @@ pub struct CodexProcess {
     pid: u32,
     /// Carried by every process of this Codex's tree ([`crate::tree`]).
     marker: String,
+    /// Cleans the tree up if the relay dies without doing it.
+    _watchdog: std::sync::Arc<crate::tree::Watchdog>,
     exit: watch::Receiver<Option<ExitInfo>>,
     stderr: StderrTail,
 }
@@ -164,11 +166,13 @@ impl CodexProcess {
             });
         }
         let (tx, exit) = watch::channel(None);
-        tokio::spawn(reap(child, pid, marker.clone(), tx));
+        let watchdog = std::sync::Arc::new(crate::tree::Watchdog::start(&marker));
+        tokio::spawn(reap(child, pid, marker.clone(), watchdog.clone(), tx));
         Ok((
             Self {
                 pid,
                 marker,
+                _watchdog: watchdog,
                 exit,
                 stderr,
             },
@@ -271,7 +275,13 @@ async fn wait_exit(mut rx: watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
     }
 }
 
-async fn reap(mut child: Child, pid: u32, marker: String, tx: watch::Sender<Option<ExitInfo>>) {
+async fn reap(
+    mut child: Child,
+    pid: u32,
+    marker: String,
+    watchdog: std::sync::Arc<crate::tree::Watchdog>,
+    tx: watch::Sender<Option<ExitInfo>>,
+) {
     use std::os::unix::process::ExitStatusExt;
     let info = match child.wait().await {
         Ok(status) => ExitInfo {
@@ -291,6 +301,7 @@ async fn reap(mut child: Child, pid: u32, marker: String, tx: watch::Sender<Opti
     // session of its own) goes with it.
     signal_group(pid, libc::SIGKILL);
     crate::tree::kill_marked(&marker);
+    drop(watchdog);
     let _ = tx.send(Some(info));
 }
 

@@ -52,3 +52,50 @@ pub fn kill_marked(marker: &str) -> usize {
     }
     pids.len()
 }
+
+/// Kills a marked tree if the relay dies without doing it (SIGKILL, a crash): a small `sh` that
+/// polls the relay's pid once a second and then kills every process carrying the marker. The
+/// relay stops it itself when it cleans up normally.
+pub(crate) struct Watchdog(Option<std::process::Child>);
+
+const WATCHDOG: &str = r#"r=$1; m="CODEX_RELAY_TREE=$2"
+while kill -0 "$r" 2>/dev/null; do sleep 1; done
+for f in /proc/[0-9]*/environ; do
+  if tr '\0' '\n' < "$f" 2>/dev/null | grep -qxF "$m"; then
+    d=${f%/environ}; kill -9 "${d#/proc/}" 2>/dev/null
+  fi
+done"#;
+
+impl Watchdog {
+    pub fn start(marker: &str) -> Watchdog {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("/bin/sh")
+            .args(["-c", WATCHDOG, "codex-relay-watchdog"])
+            .arg(std::process::id().to_string())
+            .arg(marker)
+            .env_remove(MARKER_VAR)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn();
+        match child {
+            Ok(c) => Watchdog(Some(c)),
+            Err(e) => {
+                tracing::warn!(
+                    "no watchdog for codex's process tree (if the relay is killed, what codex started may outlive it): {e}"
+                );
+                Watchdog(None)
+            }
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -335,6 +335,17 @@ impl Bed {
     pub async fn assert_no_codex_left(&self) {
         let entry = format!("CODEX_HOME={}", self.home.path().display());
         let left = codex_relay_testkit::procs::wait_env_gone(&entry, Duration::from_secs(5)).await;
-        assert!(left.is_empty(), "processes left behind: {left:?}");
+        let what: Vec<String> = left
+            .iter()
+            .map(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .unwrap_or_default()
+                    .replace('\0', " ")
+                    .chars()
+                    .take(120)
+                    .collect()
+            })
+            .collect();
+        assert!(left.is_empty(), "processes left behind: {left:?} {what:?}");
     }
 }
