@@ -22,12 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use codex_relay_bench::sse::{number_after, read_chunk, read_head};
+use codex_relay_bench::sse::{Seen, connect, read_envelopes};
 use codex_relay_codex::AppServerConfig;
 use codex_relay_core::{CreateOptions, Relay, RelayConfig, SayInput};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -284,62 +283,10 @@ async fn relay_side() {
     println!("load average after: {}", load_average());
 }
 
-/// What one subscriber saw.
-#[derive(Default)]
-struct Seen {
-    envelopes: u64,
-    missing: u64,
-    disorder: u64,
-    latencies: Vec<u64>,
-}
-
 async fn subscribe(addr: String, id: String, ready: Arc<AtomicUsize>) -> Seen {
-    let mut s = TcpStream::connect(&addr).await.expect("connect");
-    let req = format!(
-        "GET /api/sessions/{id}/stream HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut r = BufReader::new(s);
-    read_head(&mut r).await;
+    let mut r = connect(&addr, &id).await;
     ready.fetch_add(1, Ordering::SeqCst);
-    let mut seen = Seen::default();
-    let mut last = 0u64;
-    let mut texts = 0;
-    let mut buf = Vec::new();
-    while texts < MESSAGES {
-        if !read_chunk(&mut r, &mut buf).await {
-            break;
-        }
-        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-            let block: Vec<u8> = buf.drain(..end + 2).collect();
-            let block = String::from_utf8_lossy(&block);
-            if !block.starts_with("event: envelope") {
-                continue;
-            }
-            let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) else {
-                continue;
-            };
-            // Cheap field scans, not a JSON parse: the subscribers share the machine with the
-            // relay, and their own cost should not be what is measured.
-            let seq = number_after(data, "\"seq\":").unwrap_or(0) as u64;
-            seen.envelopes += 1;
-            if seq == last + 1 {
-                last = seq;
-            } else if seq > last + 1 {
-                seen.missing += seq - last - 1;
-                last = seq;
-            } else {
-                seen.disorder += 1;
-            }
-            if data.contains("\"t\":\"text\"")
-                && let Some(t) = number_after(data, "\"text\":\"t=")
-            {
-                seen.latencies.push(now_ns().saturating_sub(t) as u64);
-                texts += 1;
-            }
-        }
-    }
-    seen
+    read_envelopes(&mut r, MESSAGES).await
 }
 
 async fn subscribers() {

@@ -1,7 +1,7 @@
 //! A minimal Server-Sent Events reader over a raw TCP stream (HTTP/1.1 chunked), shared by the
 //! SSE benches: cheap enough that the readers' own cost is not what is measured.
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 /// Reads the response head up to the blank line.
@@ -43,4 +43,73 @@ pub fn number_after(s: &str, key: &str) -> Option<u128> {
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(rest.len());
     rest[..end].parse().ok()
+}
+
+/// What one subscriber saw: envelopes, gaps, repeats/reorders, and the latency (ns) of each
+/// agent text `t=<unix nanos>`.
+#[derive(Default)]
+pub struct Seen {
+    pub envelopes: u64,
+    pub missing: u64,
+    pub disorder: u64,
+    pub latencies: Vec<u64>,
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Opens `GET /api/sessions/{id}/stream` and reads the response head.
+pub async fn connect(addr: &str, id: &str) -> BufReader<TcpStream> {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let req = format!(
+        "GET /api/sessions/{id}/stream HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut r = BufReader::new(s);
+    read_head(&mut r).await;
+    r
+}
+
+/// Reads envelopes until `texts` agent texts arrived (or the stream ends).
+pub async fn read_envelopes(r: &mut BufReader<TcpStream>, texts: usize) -> Seen {
+    let mut seen = Seen::default();
+    let mut last = 0u64;
+    let mut buf = Vec::new();
+    while seen.latencies.len() < texts {
+        if !read_chunk(r, &mut buf).await {
+            break;
+        }
+        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = buf.drain(..end + 2).collect();
+            let block = String::from_utf8_lossy(&block);
+            if !block.starts_with("event: envelope") {
+                continue;
+            }
+            let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) else {
+                continue;
+            };
+            // Cheap field scans, not a JSON parse: the subscribers share the machine with the
+            // relay, and their own cost should not be what is measured.
+            let seq = number_after(data, "\"seq\":").unwrap_or(0) as u64;
+            seen.envelopes += 1;
+            if seq == last + 1 {
+                last = seq;
+            } else if seq > last + 1 {
+                seen.missing += seq - last - 1;
+                last = seq;
+            } else {
+                seen.disorder += 1;
+            }
+            if data.contains("\"t\":\"text\"")
+                && let Some(t) = number_after(data, "\"text\":\"t=")
+            {
+                seen.latencies.push(now_ns().saturating_sub(t) as u64);
+            }
+        }
+    }
+    seen
 }
