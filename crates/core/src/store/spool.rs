@@ -6,6 +6,7 @@
 //! (the kernel holds it), not the machine's. Files rotate at [`ROTATE_BYTES`] and are deleted
 //! once everything in them is committed.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -20,31 +21,32 @@ use super::{PendingRecord, SessionRecord, StoredEvent};
 /// A spool file is sealed and a new one begun past this size.
 const ROTATE_BYTES: u64 = 4 << 20;
 
-/// One spooled write, as a line of JSON.
+/// One spooled write, as a line of JSON: borrowed from the queued write when it is appended
+/// (the event pipeline copies nothing), owned when it is read back.
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "w", rename_all = "lowercase")]
-enum Line {
+enum Line<'a> {
     Event {
-        s: String,
+        s: Cow<'a, str>,
         q: i64,
         t: i64,
-        j: String,
+        j: Cow<'a, str>,
     },
-    Session(SessionRecord),
-    Pending(PendingRecord),
+    Session(Cow<'a, SessionRecord>),
+    Pending(Cow<'a, PendingRecord>),
 }
 
-impl Line {
-    fn of(item: &Item) -> Option<Line> {
+impl<'a> Line<'a> {
+    fn of(item: &'a Item) -> Option<Line<'a>> {
         match item {
             Item::Event(e) => Some(Line::Event {
-                s: e.session_id.clone(),
+                s: Cow::Borrowed(&e.session_id),
                 q: e.seq,
                 t: e.time,
-                j: e.json.clone(),
+                j: Cow::Borrowed(&e.json),
             }),
-            Item::Session(s) => Some(Line::Session(s.clone())),
-            Item::Pending(p) => Some(Line::Pending(p.clone())),
+            Item::Session(s) => Some(Line::Session(Cow::Borrowed(s))),
+            Item::Pending(p) => Some(Line::Pending(Cow::Borrowed(p))),
             // Raw Codex lines are diagnostics, kept only as far as the database has them.
             Item::Raw { .. } => None,
         }
@@ -53,13 +55,13 @@ impl Line {
     fn into_item(self) -> Item {
         match self {
             Line::Event { s, q, t, j } => Item::Event(StoredEvent {
-                session_id: s,
+                session_id: s.into_owned(),
                 seq: q,
                 time: t,
-                json: j,
+                json: j.into_owned(),
             }),
-            Line::Session(s) => Item::Session(s),
-            Line::Pending(p) => Item::Pending(p),
+            Line::Session(s) => Item::Session(s.into_owned()),
+            Line::Pending(p) => Item::Pending(p.into_owned()),
         }
     }
 }
