@@ -158,37 +158,26 @@ macro_rules! shared_writes {
 /// (and be lost with it).
 async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
+    macro_rules! on {
+        ($pool:expr, $backend:ident) => {{
+            let mut conn = $pool.acquire().await?;
+            let result = async {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                $backend::insert_events(&mut tx, &g.events).await?;
+                $backend::insert_raw(&mut tx, &g.raw).await?;
+                shared_writes!(tx, g, keep);
+                tx.commit().await
+            }
+            .await;
+            if result.is_err() {
+                let _ = sqlx::Connection::close(conn.detach()).await;
+            }
+            result
+        }};
+    }
     match pool {
-        Pool::Sqlite(pool) => {
-            let mut conn = pool.acquire().await?;
-            let result = async {
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                sqlite::insert_events(&mut tx, &g.events).await?;
-                sqlite::insert_raw(&mut tx, &g.raw).await?;
-                shared_writes!(tx, g, keep);
-                tx.commit().await
-            }
-            .await;
-            if result.is_err() {
-                let _ = sqlx::Connection::close(conn.detach()).await;
-            }
-            result
-        }
-        Pool::Postgres(pool) => {
-            let mut conn = pool.acquire().await?;
-            let result = async {
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                postgres::insert_events(&mut tx, &g.events).await?;
-                postgres::insert_raw(&mut tx, &g.raw).await?;
-                shared_writes!(tx, g, keep);
-                tx.commit().await
-            }
-            .await;
-            if result.is_err() {
-                let _ = sqlx::Connection::close(conn.detach()).await;
-            }
-            result
-        }
+        Pool::Sqlite(pool) => on!(pool, sqlite),
+        Pool::Postgres(pool) => on!(pool, postgres),
     }
 }
 
