@@ -1,5 +1,6 @@
 //! The durable store: sessions, event logs, pending requests and raw Codex lines in SQLite or Postgres, written in batches by one background task (see docs/STORE.md).
 
+mod batch_sql;
 mod error;
 mod open;
 mod postgres;
@@ -24,7 +25,9 @@ use writer::{Item, Op};
 /// Tuning for [`Store::open_with`]; [`Store::open`] uses the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOptions {
-    /// Raw Codex lines kept per session; older ones are pruned when a batch commits. Default 5000.
+    /// Raw Codex lines kept per session: readers get the newest this many; older ones are
+    /// pruned with a batch once a session has gained an eighth of this since its last pruning
+    /// (so up to 1⅛ × this are stored meanwhile). Default 5000.
     pub raw_lines_per_session: usize,
     /// Most queued writes committed in one transaction. Default 4096.
     pub max_batch: usize,
@@ -100,6 +103,8 @@ struct Inner {
     /// Set once a write was dropped because the store is closed (logged once).
     dropped_logged: AtomicBool,
     stats: Arc<StoreStats>,
+    /// [`StoreOptions::raw_lines_per_session`]: readers see no more than this many.
+    raw_keep: i64,
 }
 
 impl std::fmt::Debug for Store {
@@ -145,6 +150,7 @@ impl Store {
             },
             None => None,
         };
+        let raw_keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
         tokio::spawn(writer::run(
             pool.clone(),
             rx,
@@ -159,6 +165,7 @@ impl Store {
                 spool,
                 dropped_logged: AtomicBool::new(false),
                 stats,
+                raw_keep,
             }),
         };
         if !replay.is_empty() {
@@ -318,6 +325,8 @@ impl Store {
         if limit <= 0 {
             return Ok(Vec::new());
         }
+        // Pruning runs every so many lines, so more than the bound may be stored for a while.
+        let limit = limit.min(self.inner.raw_keep);
         on_pool!(&self.inner.pool, |p| sqlx::query_scalar(SELECT_RAW)
             .bind(session_id)
             .bind(limit)

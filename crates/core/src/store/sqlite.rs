@@ -9,6 +9,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{AssertSqlSafe, SqliteConnection, SqlitePool};
 
 use super::StoredEvent;
+use super::batch_sql::{self, pick};
 use super::error::{StoreError, redact};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -81,31 +82,8 @@ pub(crate) async fn open(target: &str, is_url: bool) -> Result<SqlitePool, Store
     Ok(pool)
 }
 
-/// `INSERT ... VALUES (?, ...), ...` for `MAX_ROWS`, `MAX_ROWS / 2`, ..., 1 rows (largest first).
 fn statements(head: &str, columns: usize, tail: &str) -> Vec<(usize, Arc<str>)> {
-    let row = format!("({})", vec!["?"; columns].join(", "));
-    let mut out = Vec::new();
-    let mut rows = MAX_ROWS;
-    while rows > 0 {
-        out.push((
-            rows,
-            Arc::from(format!(
-                "{head}{}{tail}",
-                vec![row.as_str(); rows].join(", ")
-            )),
-        ));
-        rows /= 2;
-    }
-    out
-}
-
-/// The largest prepared statement that fits `remaining` rows.
-fn pick(statements: &[(usize, Arc<str>)], remaining: usize) -> (usize, Arc<str>) {
-    let (rows, sql) = statements
-        .iter()
-        .find(|(rows, _)| *rows <= remaining)
-        .expect("a 1-row statement exists");
-    (*rows, sql.clone())
+    batch_sql::statements(head, columns, tail, MAX_ROWS, batch_sql::Params::Anonymous)
 }
 
 /// Inserts events; an existing `(session_id, seq)` is left as it is (`ON CONFLICT DO NOTHING`).

@@ -1,10 +1,13 @@
 //! The background writer: drains queued writes and commits them in batches, one transaction per batch.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use sqlx::AssertSqlSafe;
 use tokio::sync::{mpsc, oneshot};
+
+use super::batch_sql::{Params, pick, statements};
 
 use super::{
     PendingRecord, Pool, SessionRecord, StoreError, StoreOptions, StoredEvent, postgres, sqlite,
@@ -46,15 +49,20 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 /// Most extra transactions spent isolating the bad writes of a batch the database refused.
 const ISOLATION_BUDGET: usize = 64;
 
-const UPSERT_SESSION: &str = "INSERT INTO sessions (id, thread_id, cwd, model, status, created_at, updated_at, turn_count, last_seq, meta) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO UPDATE SET \
+/// Multi-row upserts (up to [`MAX_UPSERT_ROWS`] rows each); both backends take this SQL.
+const SESSION_HEAD: &str = "INSERT INTO sessions (id, thread_id, cwd, model, status, created_at, updated_at, turn_count, last_seq, meta) VALUES ";
+const SESSION_TAIL: &str = " ON CONFLICT (id) DO UPDATE SET \
      thread_id = excluded.thread_id, cwd = excluded.cwd, model = excluded.model, status = excluded.status, \
      created_at = excluded.created_at, updated_at = excluded.updated_at, turn_count = excluded.turn_count, \
      last_seq = excluded.last_seq, meta = excluded.meta";
-const UPSERT_PENDING: &str = "INSERT INTO pending (id, session_id, kind, created_at, deadline, request, resolution) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO UPDATE SET \
+const PENDING_HEAD: &str =
+    "INSERT INTO pending (id, session_id, kind, created_at, deadline, request, resolution) VALUES ";
+const PENDING_TAIL: &str = " ON CONFLICT (id) DO UPDATE SET \
      session_id = excluded.session_id, kind = excluded.kind, created_at = excluded.created_at, \
      deadline = excluded.deadline, request = excluded.request, resolution = excluded.resolution";
+/// Most rows in one upsert statement: every write of a batch to the sessions or pending table
+/// is one round trip to the database, not one per row.
+const MAX_UPSERT_ROWS: usize = 64;
 /// Deletes all but the newest `$2` raw lines of session `$1`.
 const PRUNE_RAW: &str = "DELETE FROM raw_lines WHERE session_id = $1 AND id <= \
      (SELECT id FROM raw_lines WHERE session_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)";
@@ -64,7 +72,6 @@ const PRUNE_RAW: &str = "DELETE FROM raw_lines WHERE session_id = $1 AND id <= \
 struct Grouped<'a> {
     events: Vec<&'a StoredEvent>,
     raw: Vec<(&'a str, &'a str)>,
-    raw_sessions: Vec<&'a str>,
     sessions: Vec<&'a SessionRecord>,
     pending: Vec<&'a PendingRecord>,
 }
@@ -74,7 +81,6 @@ impl<'a> Grouped<'a> {
         let mut g = Grouped {
             events: Vec::new(),
             raw: Vec::new(),
-            raw_sessions: Vec::new(),
             sessions: Vec::new(),
             pending: Vec::new(),
         };
@@ -83,12 +89,7 @@ impl<'a> Grouped<'a> {
         for item in items {
             match item {
                 Item::Event(ev) => g.events.push(ev),
-                Item::Raw { session_id, line } => {
-                    if !g.raw_sessions.contains(&session_id.as_str()) {
-                        g.raw_sessions.push(session_id);
-                    }
-                    g.raw.push((session_id, line));
-                }
+                Item::Raw { session_id, line } => g.raw.push((session_id, line)),
                 Item::Session(rec) => last_wins(&mut g.sessions, &mut session_at, &rec.id, rec),
                 Item::Pending(rec) => last_wins(&mut g.pending, &mut pending_at, &rec.id, rec),
             }
@@ -112,39 +113,72 @@ fn last_wins<'a, T>(
     }
 }
 
-/// The statements both backends share (their SQL is the same), run on `$conn`.
+/// The statements both backends share (their SQL is the same), run on `$conn`: the sessions
+/// and pending upserts in multi-row statements, then the raw-line pruning that is due.
 macro_rules! shared_writes {
-    ($conn:expr, $g:expr, $keep:expr) => {{
-        for s in &$g.sessions {
-            sqlx::query(UPSERT_SESSION)
-                .bind(s.id.as_str())
-                .bind(s.thread_id.as_str())
-                .bind(s.cwd.as_deref())
-                .bind(s.model.as_deref())
-                .bind(s.status.as_str())
-                .bind(s.created_at)
-                .bind(s.updated_at)
-                .bind(s.turn_count)
-                .bind(s.last_seq)
-                .bind(s.meta.as_str())
-                .execute(&mut *$conn)
-                .await?;
+    ($conn:expr, $g:expr, $prune:expr, $keep:expr) => {{
+        static SESSIONS: OnceLock<Vec<(usize, Arc<str>)>> = OnceLock::new();
+        static PENDING: OnceLock<Vec<(usize, Arc<str>)>> = OnceLock::new();
+        let sql = SESSIONS.get_or_init(|| {
+            statements(
+                SESSION_HEAD,
+                10,
+                SESSION_TAIL,
+                MAX_UPSERT_ROWS,
+                Params::Numbered,
+            )
+        });
+        let mut rest = &$g.sessions[..];
+        while !rest.is_empty() {
+            let (rows, text) = pick(sql, rest.len());
+            let (chunk, tail) = rest.split_at(rows);
+            let mut query = sqlx::query(AssertSqlSafe(text));
+            for s in chunk {
+                query = query
+                    .bind(s.id.as_str())
+                    .bind(s.thread_id.as_str())
+                    .bind(s.cwd.as_deref())
+                    .bind(s.model.as_deref())
+                    .bind(s.status.as_str())
+                    .bind(s.created_at)
+                    .bind(s.updated_at)
+                    .bind(s.turn_count)
+                    .bind(s.last_seq)
+                    .bind(s.meta.as_str());
+            }
+            query.execute(&mut *$conn).await?;
+            rest = tail;
         }
-        for p in &$g.pending {
-            sqlx::query(UPSERT_PENDING)
-                .bind(p.id.as_str())
-                .bind(p.session_id.as_str())
-                .bind(p.kind.as_str())
-                .bind(p.created_at)
-                .bind(p.deadline)
-                .bind(p.request.as_str())
-                .bind(p.resolution.as_deref())
-                .execute(&mut *$conn)
-                .await?;
+        let sql = PENDING.get_or_init(|| {
+            statements(
+                PENDING_HEAD,
+                7,
+                PENDING_TAIL,
+                MAX_UPSERT_ROWS,
+                Params::Numbered,
+            )
+        });
+        let mut rest = &$g.pending[..];
+        while !rest.is_empty() {
+            let (rows, text) = pick(sql, rest.len());
+            let (chunk, tail) = rest.split_at(rows);
+            let mut query = sqlx::query(AssertSqlSafe(text));
+            for p in chunk {
+                query = query
+                    .bind(p.id.as_str())
+                    .bind(p.session_id.as_str())
+                    .bind(p.kind.as_str())
+                    .bind(p.created_at)
+                    .bind(p.deadline)
+                    .bind(p.request.as_str())
+                    .bind(p.resolution.as_deref());
+            }
+            query.execute(&mut *$conn).await?;
+            rest = tail;
         }
-        for session_id in &$g.raw_sessions {
+        for session_id in $prune {
             sqlx::query(PRUNE_RAW)
-                .bind(*session_id)
+                .bind(session_id.as_str())
                 .bind($keep)
                 .execute(&mut *$conn)
                 .await?;
@@ -156,7 +190,12 @@ macro_rules! shared_writes {
 /// closed, not returned to the pool: after a disk-full or I/O error its rollback may not have
 /// happened, and the next batch on it would only nest a savepoint in the dead transaction
 /// (and be lost with it).
-async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Error> {
+async fn commit(
+    pool: &Pool,
+    items: &[Item],
+    prune: &[String],
+    keep: i64,
+) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
     macro_rules! on {
         ($pool:expr, $backend:ident) => {{
@@ -165,7 +204,7 @@ async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Erro
                 let mut tx = sqlx::Connection::begin(&mut *conn).await?;
                 $backend::insert_events(&mut tx, &g.events).await?;
                 $backend::insert_raw(&mut tx, &g.raw).await?;
-                shared_writes!(tx, g, keep);
+                shared_writes!(tx, g, prune, keep);
                 tx.commit().await
             }
             .await;
@@ -220,12 +259,13 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
 async fn commit_batch(
     pool: &Pool,
     items: &[Item],
+    prune: &[String],
     keep: i64,
     stats: &super::StoreStats,
 ) -> Result<(), (usize, sqlx::Error)> {
     let mut delay = RETRY_FIRST;
     let error = loop {
-        match commit(pool, items, keep).await {
+        match commit(pool, items, prune, keep).await {
             Ok(()) => {
                 stats.set_fault(None);
                 return Ok(());
@@ -258,7 +298,7 @@ async fn commit_batch(
                 continue;
             }
             budget -= 1;
-            match commit(pool, slice, keep).await {
+            match commit(pool, slice, &[], keep).await {
                 Ok(()) => continue,
                 Err(e) => {
                     if is_transient(&e) {
@@ -279,6 +319,45 @@ async fn commit_batch(
     match (lost, first_error) {
         (0, _) => Ok(()),
         (lost, e) => Err((lost, e.unwrap_or(error))),
+    }
+}
+
+/// Which sessions' raw lines to prune with a batch: each session once it has gained an eighth
+/// of its bound since it was last pruned (every batch for bounds under 8), so a busy session
+/// costs one DELETE per many batches, and it holds at most 1⅛ × the bound meanwhile (readers
+/// see only the newest `raw_lines_per_session`).
+struct Pruning {
+    every: usize,
+    since: HashMap<String, usize>,
+}
+
+impl Pruning {
+    fn new(keep: usize) -> Self {
+        Pruning {
+            every: (keep / 8).max(1),
+            since: HashMap::new(),
+        }
+    }
+
+    /// Counts the batch's raw rows and returns the sessions due for pruning.
+    fn due(&mut self, items: &[Item]) -> Vec<String> {
+        for item in items {
+            if let Item::Raw { session_id, .. } = item {
+                *self.since.entry(session_id.clone()).or_default() += 1;
+            }
+        }
+        // Sessions a failed batch left due are due again.
+        self.since
+            .iter()
+            .filter(|(_, n)| **n >= self.every)
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    fn pruned(&mut self, sessions: &[String]) {
+        for s in sessions {
+            self.since.remove(s);
+        }
     }
 }
 
@@ -309,6 +388,7 @@ pub(crate) async fn run(
     let cap = options.max_batch.max(1);
     let keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
     let mut unreported: Option<StoreError> = None;
+    let mut pruning = Pruning::new(options.raw_lines_per_session);
     let mut items: Vec<Item> = Vec::new();
     let mut flush_waiters = Vec::new();
     let mut close_waiters = Vec::new();
@@ -348,8 +428,10 @@ pub(crate) async fn run(
             if !options.commit_delay.is_zero() {
                 tokio::time::sleep(options.commit_delay).await;
             }
-            if let Err((lost, error)) = commit_batch(&pool, &items, keep, &stats).await {
-                record_failure(&mut unreported, lost, error);
+            let prune = pruning.due(&items);
+            match commit_batch(&pool, &items, &prune, keep, &stats).await {
+                Ok(()) => pruning.pruned(&prune),
+                Err((lost, error)) => record_failure(&mut unreported, lost, error),
             }
             let bytes = items.iter().map(Item::weight).sum();
             stats.committed(items.len(), bytes, started.elapsed());
