@@ -32,7 +32,7 @@ pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
             relay.inner.config.event_buffer,
             state,
         );
-        relay.spawn_session(shared.clone(), None, &[]);
+        relay.spawn_session(shared.clone(), None, &[], None);
         if Some(restored_status) != SessionStatus::parse(&rec.status) {
             // It was running when the relay stopped: close what the restart cut.
             let log = stored_log(&store, &rec.id).await?;
