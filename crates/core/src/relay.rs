@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
 use crate::error::RelayError;
-use crate::event::{Envelope, Ev, Role};
+use crate::event::Envelope;
 use crate::modes::PermissionMode;
 use crate::pool::{CodexProcessView, Pool};
 use crate::session::{
@@ -170,7 +170,17 @@ impl Relay {
             feed,
         });
         let relay = Relay { inner };
-        crate::recovery::restore(&relay).await?;
+        let spawn = |shared| {
+            relay.spawn_session(shared, None, &[], None);
+        };
+        crate::recovery::restore(crate::recovery::Inputs {
+            store: &relay.inner.store,
+            event_buffer: relay.inner.config.event_buffer,
+            broker: &relay.inner.broker,
+            servers: &relay.inner.servers,
+            spawn: &spawn,
+        })
+        .await?;
         Ok(relay)
     }
 
@@ -519,13 +529,6 @@ impl Relay {
             // Everything is committed: the spool is not needed to recover this run.
             Ok(()) => self.inner.store.release_spool(),
             Err(e) => tracing::error!("flushing the store at shutdown failed: {e}"),
-        }
-    }
-
-    /// Appends an event to a session from outside Codex (used by recovery).
-    pub(crate) fn note(&self, id: &str, ev: Ev) {
-        if let Some(h) = self.inner.get(id) {
-            h.shared.append(Role::System, None, ev);
         }
     }
 }
