@@ -1,5 +1,6 @@
 //! The session actor: one task per session looping over commands from fronts and events from
-//! Codex. Approvals go to the broker and never block this loop.
+//! Codex. Approvals go to the broker and never block this loop. It holds narrow handles (the
+//! pool, a broker handle, its `MAX_SESSIONS` slot guard), never the relay.
 
 use std::collections::HashMap;
 use std::sync::Arc;
