@@ -1,7 +1,6 @@
-//! The narrow handles a session actor gets from its relay instead of the relay itself: the
-//! app-server source (started or restarted on demand) and the `MAX_SESSIONS` slots.
+//! The app-server source, one of the narrow handles a session actor gets instead of the relay
+//! (the others: the pool, a broker handle and its slot guard, `slots.rs`).
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -105,54 +104,5 @@ impl ServerSource {
     /// Takes the running app-server out (for shutdown).
     pub async fn take(&self) -> Option<Arc<AppServer>> {
         self.slot.lock().await.take()
-    }
-}
-
-/// The sessions open at once (`MAX_SESSIONS`), by id; cheap to clone.
-#[derive(Clone)]
-pub(crate) struct Slots {
-    max: usize,
-    live: Arc<Mutex<HashSet<String>>>,
-}
-
-impl Slots {
-    pub fn new(max: usize) -> Self {
-        Self {
-            max,
-            live: Arc::default(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Takes a slot for `id` (a no-op if it has one); refused when all are taken.
-    pub fn claim(&self, id: &str) -> Result<(), RelayError> {
-        let mut live = self.lock();
-        if live.contains(id) {
-            return Ok(());
-        }
-        if live.len() >= self.max {
-            return Err(RelayError::TooManySessions { max: self.max });
-        }
-        live.insert(id.to_owned());
-        Ok(())
-    }
-
-    /// Refused when no slot is free (before any work is done for a new session).
-    pub fn check_free(&self) -> Result<(), RelayError> {
-        if self.lock().len() >= self.max {
-            return Err(RelayError::TooManySessions { max: self.max });
-        }
-        Ok(())
-    }
-
-    pub fn release(&self, id: &str) {
-        self.lock().remove(id);
-    }
-
-    pub fn holds(&self, id: &str) -> bool {
-        self.lock().contains(id)
     }
 }

@@ -31,6 +31,7 @@ mod profile;
 mod recovery;
 pub mod relay;
 pub mod session;
+mod slots;
 pub mod store;
 mod tool;
 pub mod views;

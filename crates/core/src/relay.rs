@@ -12,14 +12,14 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
-use crate::capabilities::Slots;
 use crate::error::RelayError;
-use crate::event::{Envelope, Ev, Role};
+use crate::event::Envelope;
 use crate::modes::PermissionMode;
 use crate::pool::{CodexProcessView, Pool};
 use crate::session::{
     Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
 };
+use crate::slots::{SlotGuard, Slots};
 use crate::store::Store;
 pub use crate::tool::{DynamicTool, ToolHandler};
 
@@ -170,7 +170,17 @@ impl Relay {
             feed,
         });
         let relay = Relay { inner };
-        crate::recovery::restore(&relay).await?;
+        let spawn = |shared| {
+            relay.spawn_session(shared, None, &[], None);
+        };
+        crate::recovery::restore(crate::recovery::Inputs {
+            store: &relay.inner.store,
+            event_buffer: relay.inner.config.event_buffer,
+            broker: &relay.inner.broker,
+            servers: &relay.inner.servers,
+            spawn: &spawn,
+        })
+        .await?;
         Ok(relay)
     }
 
@@ -208,12 +218,28 @@ impl Relay {
         self.inner.servers.gave_up().map(RelayError::from)
     }
 
+    /// Starts a session's actor with the narrow handles it needs (and `slot`, which it owns
+    /// and frees when it ends) and registers the session.
     pub(crate) fn spawn_session(
         &self,
         shared: Arc<SessionShared>,
         server: Option<Arc<AppServer>>,
         tools: &[DynamicTool],
+        slot: Option<SlotGuard>,
     ) -> SessionHandle {
+        let (actor, handle) = self.session_actor(shared, server, tools, slot);
+        tokio::spawn(actor.run());
+        handle
+    }
+
+    /// A registered session whose actor the caller runs.
+    pub(crate) fn session_actor(
+        &self,
+        shared: Arc<SessionShared>,
+        server: Option<Arc<AppServer>>,
+        tools: &[DynamicTool],
+        slot: Option<SlotGuard>,
+    ) -> (Actor, SessionHandle) {
         shared.attach_feed(self.inner.feed.clone());
         self.inner.feed.session_created(shared.snapshot());
         let (tx, rx) = mpsc::channel(64);
@@ -224,6 +250,7 @@ impl Relay {
             broker: self.inner.broker.clone(),
             servers: self.inner.servers.clone(),
             slots: self.inner.slots.clone(),
+            slot,
             cmds: rx,
             server,
             sub,
@@ -236,14 +263,13 @@ impl Relay {
             agent_rx,
             agent_seen: Default::default(),
         };
-        tokio::spawn(actor.run());
         let handle = SessionHandle { shared, cmds: tx };
         self.inner
             .sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(handle.id().to_owned(), handle.clone());
-        handle
+        (actor, handle)
     }
 
     /// Creates a session (a new Codex thread) and, given a prompt, starts its first turn.
@@ -251,7 +277,8 @@ impl Relay {
         &self,
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
-        self.inner.slots.check_free()?;
+        // Taken before any work is done; every early return below frees it.
+        let mut slot = self.inner.slots.reserve()?;
         let place = self
             .inner
             .servers
@@ -292,7 +319,7 @@ impl Relay {
         };
         let started = server.thread_start(&params).await?;
         let id = started.thread.id.clone();
-        self.inner.slots.claim(&id)?;
+        slot.name(&id);
         place.bind(&id);
         let mut stored_opts = serde_json::to_value(&opts).unwrap_or(json!({}));
         stored_opts["approvalPolicy"] = json!(policy);
@@ -313,7 +340,7 @@ impl Relay {
             state,
         );
         shared.persist();
-        let handle = self.spawn_session(shared, Some(server), &opts.dynamic_tools);
+        let handle = self.spawn_session(shared, Some(server), &opts.dynamic_tools, Some(slot));
         let first = match &opts.prompt {
             Some(prompt) => Some(
                 handle
@@ -339,11 +366,10 @@ impl Relay {
         if id.trim().is_empty() {
             return Err(RelayError::UnknownSession(id.to_owned()));
         }
-        self.inner.slots.claim(id)?;
+        let slot = self.inner.slots.claim(id)?;
         let server = match self.inner.servers.server_for(id, None).await {
             Ok(server) => server,
             Err(e) => {
-                self.inner.slots.release(id);
                 self.inner.servers.release(id);
                 return Err(e);
             }
@@ -356,7 +382,6 @@ impl Relay {
             .call::<codex_relay_protocol::v2::ThreadResume>(&probe)
             .await
         {
-            self.inner.slots.release(id);
             self.inner.servers.release(id);
             tracing::debug!(id, "thread/resume failed: {e}");
             return Err(RelayError::from_resume(id, e));
@@ -373,7 +398,7 @@ impl Relay {
             state,
         );
         shared.persist();
-        Ok(self.spawn_session(shared, Some(server), &[]))
+        Ok(self.spawn_session(shared, Some(server), &[], Some(slot)))
     }
 
     fn known(&self, id: &str) -> Result<SessionHandle, RelayError> {
@@ -389,13 +414,8 @@ impl Relay {
             // Closed is final here; the thread itself can still be continued by other clients.
             return Err(RelayError::Closed(id.to_owned()));
         }
-        // A restored (dormant) session takes a slot when it is used again.
-        self.inner.slots.claim(id)?;
-        let result = handle.say(input).await;
-        if result.is_err() && handle.shared.status() == SessionStatus::Closed {
-            self.inner.slots.release(id);
-        }
-        result
+        // A restored (dormant) session's actor claims its slot when it is used again.
+        handle.say(input).await
     }
 
     pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {
@@ -404,10 +424,8 @@ impl Relay {
 
     /// Ends a session; `force` does not wait for the running turn to stop.
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
-        let handle = self.known(id)?;
-        let result = handle.close(force).await;
-        self.inner.slots.release(id);
-        result
+        // The actor frees the session's slot as it closes.
+        self.known(id)?.close(force).await
     }
 
     pub fn status(&self, id: &str) -> Result<SessionSnapshot, RelayError> {
@@ -513,11 +531,8 @@ impl Relay {
             Err(e) => tracing::error!("flushing the store at shutdown failed: {e}"),
         }
     }
-
-    /// Appends an event to a session from outside Codex (used by recovery).
-    pub(crate) fn note(&self, id: &str, ev: Ev) {
-        if let Some(h) = self.inner.get(id) {
-            h.shared.append(Role::System, None, ev);
-        }
-    }
 }
+
+#[cfg(test)]
+#[path = "slot_release_tests.rs"]
+mod slot_release_tests;

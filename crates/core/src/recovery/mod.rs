@@ -1,22 +1,40 @@
 //! Bringing a relay back after a restart: sessions and their history from the store (dormant
 //! until the next `say`), turns the restart cut closed and completed from Codex's own record
-//! ([`plan`]), and requests that were pending when it stopped, resolved as declined.
+//! ([`plan`]), and requests that were pending when it stopped, resolved as declined. It gets
+//! narrow [`Inputs`] (the store, a broker handle, the pool, a session spawner), not the relay.
 
 mod plan;
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use codex_relay_protocol::v2::{ThreadRead, ThreadReadParams, Turn};
 use serde_json::json;
 
-use crate::broker::Resolution;
+use crate::broker::{Broker, Resolution};
 use crate::error::RelayError;
-use crate::event::Ev;
-use crate::relay::Relay;
+use crate::event::{Ev, Role};
+use crate::pool::Pool;
 use crate::session::{SessionShared, SessionStatus};
+use crate::store::Store;
 
-pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
-    let store = relay.store().clone();
+/// What recovery needs from the relay it restores, and nothing more.
+pub(crate) struct Inputs<'a> {
+    pub store: &'a Store,
+    /// Events per session kept in memory (EVENT_BUFFER_SIZE).
+    pub event_buffer: usize,
+    /// Remembers the resolutions of requests the old process left pending.
+    pub broker: &'a Broker,
+    /// Where Codex's record of a cut thread is read (any process with the relay's settings).
+    pub servers: &'a Pool,
+    /// Starts a restored session's actor: dormant, with no app-server and no slot.
+    pub spawn: &'a (dyn Fn(Arc<SessionShared>) + Send + Sync),
+}
+
+pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
+    let store = inputs.store.clone();
+    let mut restored: HashMap<String, Arc<SessionShared>> = HashMap::new();
     let records = store.sessions().await?;
     for rec in &records {
         // The session row is written when the status changes; events logged after that are
@@ -26,20 +44,16 @@ pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
         rec.last_seq = rec.last_seq.max(store.last_seq(&rec.id).await?);
         let state = SessionShared::restored_state(&rec);
         let restored_status = state.status;
-        let shared = SessionShared::new(
-            rec.id.clone(),
-            store.clone(),
-            relay.inner.config.event_buffer,
-            state,
-        );
-        relay.spawn_session(shared.clone(), None, &[]);
+        let shared = SessionShared::new(rec.id.clone(), store.clone(), inputs.event_buffer, state);
+        (inputs.spawn)(shared.clone());
+        restored.insert(rec.id.clone(), shared.clone());
         if Some(restored_status) != SessionStatus::parse(&rec.status) {
             // It was running when the relay stopped: close what the restart cut.
             let log = stored_log(&store, &rec.id).await?;
-            let codex_turns = codex_record(relay, &rec.thread_id, &log).await;
+            let codex_turns = codex_record(inputs.servers, &rec.thread_id, &log).await;
             shared.append_all(plan::close_cut_turns(&log, &codex_turns));
             shared.append(
-                crate::event::Role::System,
+                Role::System,
                 None,
                 Ev::Status {
                     status: restored_status.as_str().into(),
@@ -58,16 +72,19 @@ pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
         };
         p.resolution = Some(json!(resolution).to_string());
         store.upsert_pending(p.clone());
-        relay.note(
-            &p.session_id,
-            Ev::RequestResolved {
-                id: p.id.clone(),
-                decision: "deny".into(),
-                by: "relay-restart".into(),
-                reason: Some(why.into()),
-            },
-        );
-        relay.inner.broker.remember(resolution);
+        if let Some(shared) = restored.get(&p.session_id) {
+            shared.append(
+                Role::System,
+                None,
+                Ev::RequestResolved {
+                    id: p.id.clone(),
+                    decision: "deny".into(),
+                    by: "relay-restart".into(),
+                    reason: Some(why.into()),
+                },
+            );
+        }
+        inputs.broker.remember(resolution);
     }
     if !records.is_empty() {
         tracing::info!(sessions = records.len(), "restored sessions from the store");
@@ -102,12 +119,12 @@ const RECORD_WAIT: Duration = Duration::from_secs(15);
 /// Codex's own record of the turns the log left open (`thread/read`), so what Codex persisted
 /// and the log lacks (it was inside the store's linger window when the relay died) is
 /// appended. Empty when nothing is open or Codex cannot say; the turns are closed anyway.
-async fn codex_record(relay: &Relay, thread: &str, log: &[crate::event::Envelope]) -> Vec<Turn> {
+async fn codex_record(servers: &Pool, thread: &str, log: &[crate::event::Envelope]) -> Vec<Turn> {
     if thread.is_empty() || plan::open_turns(log).iter().all(|t| t.origin.is_some()) {
         return Vec::new();
     }
     let read = async {
-        let server = relay.server().await?;
+        let server = servers.any().await?;
         let params = ThreadReadParams {
             thread_id: thread.to_owned(),
             include_turns: true,

@@ -1,5 +1,6 @@
 //! The session actor: one task per session looping over commands from fronts and events from
-//! Codex. Approvals go to the broker and never block this loop.
+//! Codex. Approvals go to the broker and never block this loop. It holds narrow handles (the
+//! pool, a broker handle, its `MAX_SESSIONS` slot guard), never the relay.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,11 +17,11 @@ use tokio::sync::{mpsc, oneshot};
 use super::agent_sync::{AgentResumed, Seen};
 use super::{Logged, SayInput, SayOutcome, SessionShared};
 use crate::broker::Broker;
-use crate::capabilities::Slots;
 use crate::error::RelayError;
 use crate::event::{Ev, Role};
 use crate::mapper;
 use crate::pool::Pool;
+use crate::slots::{SlotGuard, Slots};
 use crate::tool::ToolHandler;
 
 pub(crate) enum Command {
@@ -44,8 +45,10 @@ pub(crate) struct Actor {
     /// The pool this session's app-server comes from: the same process for life, restarted
     /// on demand.
     pub servers: Pool,
-    /// This session's `MAX_SESSIONS` slot is freed when the actor ends.
+    /// Where a dormant (restored) session claims its `MAX_SESSIONS` slot when used again.
     pub slots: Slots,
+    /// This session's slot; dropping it (close, the actor ending or crashing) frees it.
+    pub slot: Option<SlotGuard>,
     pub cmds: mpsc::Receiver<Command>,
     pub server: Option<Arc<AppServer>>,
     pub sub: Option<Subscription>,
@@ -80,8 +83,8 @@ impl Actor {
                 Some(resumed) = self.agent_rx.recv() => self.on_agent_resumed(resumed),
             }
         }
-        self.slots.release(&self.shared.id);
         self.servers.release(&self.shared.id);
+        // The slot guard goes with the actor.
     }
 
     async fn handle(&mut self, cmd: Command) -> Flow {
@@ -112,6 +115,8 @@ impl Actor {
                 );
                 self.shared.close();
                 self.sub = None;
+                // Freed before the reply, so the caller can open another session at once.
+                self.slot = None;
                 let _ = reply.send(Ok(()));
                 Flow::Stop
             }
@@ -168,7 +173,16 @@ impl Actor {
     }
 
     async fn say(&mut self, input: SayInput) -> Result<SayOutcome, RelayError> {
+        // A dormant (restored) session takes a slot when it is used again, and keeps it once
+        // its thread is loaded in Codex; if that fails the guard is dropped and the slot freed.
+        let claimed = match self.slot {
+            Some(_) => None,
+            None => Some(self.slots.claim(&self.shared.id)?),
+        };
         let server = self.attach().await?;
+        if claimed.is_some() {
+            self.slot = claimed;
+        }
         let items = input.to_input();
         if let Some(turn) = self.shared.current_turn() {
             match server.steer(&self.shared.id, &turn, &items).await {
