@@ -3,6 +3,7 @@
 //! ([`plan`]), and requests that were pending when it stopped, resolved as declined.
 
 mod plan;
+mod store_loss;
 
 use std::time::Duration;
 
@@ -18,12 +19,19 @@ use crate::session::{SessionShared, SessionStatus};
 pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
     let store = relay.store().clone();
     let records = store.sessions().await?;
+    let note = store.loss_note();
     for rec in &records {
         // The session row is written when the status changes; events logged after that are
         // only in the events table. Continue after the last stored event, or the events
         // appended below would reuse its seqs (and the store would keep the old ones).
         let mut rec = rec.clone();
-        rec.last_seq = rec.last_seq.max(store.last_seq(&rec.id).await?);
+        let stored = store.last_seq(&rec.id).await?;
+        // Events shown but never stored (the last run gave them up): continue after them.
+        let gap = store_loss::gap(note.as_ref(), &rec.id, stored);
+        rec.last_seq = rec
+            .last_seq
+            .max(stored)
+            .max(gap.as_ref().map_or(0, |g| g.shown));
         let state = SessionShared::restored_state(&rec);
         let restored_status = state.status;
         let shared = SessionShared::new(
@@ -33,6 +41,10 @@ pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
             state,
         );
         relay.spawn_session(shared.clone(), None, &[]);
+        if let Some(gap) = &gap {
+            shared.append_all(vec![store_loss::report(gap)]);
+            shared.persist();
+        }
         if Some(restored_status) != SessionStatus::parse(&rec.status) {
             // It was running when the relay stopped: close what the restart cut.
             let log = stored_log(&store, &rec.id).await?;
@@ -71,6 +83,11 @@ pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
     }
     if !records.is_empty() {
         tracing::info!(sessions = records.len(), "restored sessions from the store");
+    }
+    if note.is_some() {
+        // The sessions' logs now say what the note said.
+        store.flush().await?;
+        store.forget_loss_note();
     }
     Ok(())
 }

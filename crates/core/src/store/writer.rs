@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::lost::Losses;
 use super::{
     PendingRecord, Pool, SessionRecord, StoreError, StoreOptions, StoredEvent, postgres, sqlite,
 };
@@ -216,13 +217,14 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
 /// Commits a batch. While the database cannot take it for now, retries with backoff and
 /// reports the fault in `stats` (until the store is closing: then the batch is given up).
 /// When the database refuses it, commits it again in ever smaller parts, in order, so only the
-/// refused writes are lost. On failure returns how many writes were lost and the first error.
+/// refused writes are lost. On failure returns how many writes were lost and the first error
+/// ([`Failed::GaveUp`]: the whole batch, the database could not take it while closing).
 async fn commit_batch(
     pool: &Pool,
     items: &[Item],
     keep: i64,
     stats: &super::StoreStats,
-) -> Result<(), (usize, sqlx::Error)> {
+) -> Result<(), Failed> {
     let mut delay = RETRY_FIRST;
     let error = loop {
         match commit(pool, items, keep).await {
@@ -236,14 +238,17 @@ async fn commit_batch(
                         "the store cannot take writes; keeping them and retrying");
                 }
                 stats.set_fault(Some(e.to_string()));
-                tokio::time::sleep(delay).await;
+                stats.retry_pause(delay).await;
                 delay = (delay * 2).min(RETRY_MAX);
             }
             Err(e) => break e,
         }
     };
-    if is_transient(&error) || items.len() == 1 {
-        return Err((items.len(), error));
+    if is_transient(&error) {
+        return Err(Failed::GaveUp(error));
+    }
+    if items.len() == 1 {
+        return Err(Failed::Refused(1, error));
     }
     tracing::warn!(error = %error, writes = items.len(), "store batch refused; committing it in parts");
     let mut budget = ISOLATION_BUDGET;
@@ -278,8 +283,44 @@ async fn commit_batch(
     }
     match (lost, first_error) {
         (0, _) => Ok(()),
-        (lost, e) => Err((lost, e.unwrap_or(error))),
+        (lost, e) => Err(Failed::Refused(lost, e.unwrap_or(error))),
     }
+}
+
+/// Why a batch did not (wholly) commit.
+enum Failed {
+    /// The database could not take it and the store is closing: every write of it is given up.
+    GaveUp(sqlx::Error),
+    /// The database refused this many of its writes (the rest committed).
+    Refused(usize, sqlx::Error),
+}
+
+/// Gives up a batch the database could not take while the store closes: writes the spool
+/// holds are kept there (the spool is not advanced past the first of them), the events it
+/// does not hold are noted in `losses`. Returns how many writes are lost for good. `first` is
+/// the spool number of `items[0]`.
+fn give_up(
+    items: &[Item],
+    first: u64,
+    spool: Option<&super::spool::Spool>,
+    spool_hold: &mut Option<u64>,
+    losses: &std::sync::Mutex<Losses>,
+) -> usize {
+    let mut lost = 0;
+    let mut losses = losses.lock().unwrap_or_else(|e| e.into_inner());
+    for (number, item) in (first..).zip(items) {
+        let held = matches!(item, Item::Event(_) | Item::Session(_) | Item::Pending(_))
+            && spool.is_some_and(|s| s.holds(number));
+        if held {
+            spool_hold.get_or_insert(number - 1);
+            continue;
+        }
+        lost += 1;
+        if let Item::Event(ev) = item {
+            losses.event(&ev.session_id, ev.seq);
+        }
+    }
+    lost
 }
 
 /// Adds a failure to the error the next `flush()` returns (the first error is kept).
@@ -303,9 +344,13 @@ pub(crate) async fn run(
     options: StoreOptions,
     stats: std::sync::Arc<super::StoreStats>,
     spool: Option<Arc<super::spool::Spool>>,
+    losses: Arc<std::sync::Mutex<Losses>>,
 ) {
     // Writes received so far, in the order the spool numbered them.
     let mut received: u64 = 0;
+    // Writes up to this number are committed or lost; later ones given up stay in the spool
+    // for the next open to replay.
+    let mut spool_hold: Option<u64> = None;
     let cap = options.max_batch.max(1);
     let keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
     let mut unreported: Option<StoreError> = None;
@@ -348,15 +393,28 @@ pub(crate) async fn run(
             if !options.commit_delay.is_zero() {
                 tokio::time::sleep(options.commit_delay).await;
             }
-            if let Err((lost, error)) = commit_batch(&pool, &items, keep, &stats).await {
-                record_failure(&mut unreported, lost, error);
+            match commit_batch(&pool, &items, keep, &stats).await {
+                Ok(()) => {}
+                Err(Failed::Refused(lost, error)) => record_failure(&mut unreported, lost, error),
+                Err(Failed::GaveUp(error)) => {
+                    let first = received - items.len() as u64 + 1;
+                    let lost = give_up(&items, first, spool.as_deref(), &mut spool_hold, &losses);
+                    losses.lock().unwrap_or_else(|e| e.into_inner()).fault =
+                        Some(error.to_string());
+                    if lost > 0 {
+                        record_failure(&mut unreported, lost, error);
+                    } else {
+                        tracing::warn!(error = %error, writes = items.len(),
+                            "the store closed before the database took these writes; the spool keeps them for the next open");
+                    }
+                }
             }
             let bytes = items.iter().map(Item::weight).sum();
             stats.committed(items.len(), bytes, started.elapsed());
             tracing::trace!(writes = items.len(), elapsed = ?started.elapsed(), "store batch committed");
             items.clear();
             if let Some(spool) = &spool {
-                spool.committed(received);
+                spool.committed(spool_hold.map_or(received, |hold| hold.min(received)));
             }
         }
         if !flush_waiters.is_empty() {
