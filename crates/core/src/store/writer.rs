@@ -44,6 +44,9 @@ pub(crate) enum Op {
 /// [`RETRY_MAX`], and retries go on until the database takes it (or the store closes).
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
+/// How long the writer waits for a connection before it counts the database as unreachable
+/// (the pool itself would keep retrying a refused connection for its whole acquire timeout).
+const ACQUIRE_WAIT: Duration = Duration::from_secs(5);
 /// Most extra transactions spent isolating the bad writes of a batch the database refused.
 const ISOLATION_BUDGET: usize = 64;
 
@@ -161,7 +164,9 @@ async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Erro
     let g = Grouped::new(items);
     macro_rules! on {
         ($pool:expr, $backend:ident) => {{
-            let mut conn = $pool.acquire().await?;
+            let mut conn = tokio::time::timeout(ACQUIRE_WAIT, $pool.acquire())
+                .await
+                .map_err(|_| sqlx::Error::PoolTimedOut)??;
             let result = async {
                 let mut tx = sqlx::Connection::begin(&mut *conn).await?;
                 $backend::insert_events(&mut tx, &g.events).await?;
@@ -179,6 +184,23 @@ async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Erro
     match pool {
         Pool::Sqlite(pool) => on!(pool, sqlite),
         Pool::Postgres(pool) => on!(pool, postgres),
+    }
+}
+
+/// Why the pool has no connection to give: it only says that it timed out, so one direct
+/// connection attempt names the reason (refused, unknown host, ...).
+async fn why_no_connection(pool: &Pool) -> String {
+    use sqlx::{ConnectOptions, Connection};
+    let attempt = async {
+        match pool {
+            Pool::Sqlite(p) => p.connect_options().connect().await?.close().await,
+            Pool::Postgres(p) => p.connect_options().connect().await?.close().await,
+        }
+    };
+    match tokio::time::timeout(ACQUIRE_WAIT, attempt).await {
+        Ok(Ok(())) => "a direct connection works: the pool's connections are all busy".into(),
+        Ok(Err(e)) => format!("connecting: {e}"),
+        Err(_) => format!("connecting: no answer within {ACQUIRE_WAIT:?}"),
     }
 }
 
@@ -233,11 +255,15 @@ async fn commit_batch(
                 return Ok(());
             }
             Err(e) if is_transient(&e) && !stats.closing() => {
+                let why = match e {
+                    sqlx::Error::PoolTimedOut => format!("{e} ({})", why_no_connection(pool).await),
+                    _ => e.to_string(),
+                };
                 if stats.fault().is_none() {
-                    tracing::error!(error = %e, writes = items.len(),
+                    tracing::error!(error = %why, writes = items.len(),
                         "the store cannot take writes; keeping them and retrying");
                 }
-                stats.set_fault(Some(e.to_string()));
+                stats.set_fault(Some(why));
                 stats.retry_pause(delay).await;
                 delay = (delay * 2).min(RETRY_MAX);
             }
