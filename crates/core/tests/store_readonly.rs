@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use codex_relay_core::{CreateOptions, Ev, PermissionMode, Relay, SayInput, SessionStatus};
+use codex_relay_core::{
+    CreateOptions, Ev, PermissionMode, Relay, RelayConfig, SayInput, SessionStatus,
+};
 use codex_relay_testkit::{NEWEST, Reply};
 use common::{Backend, Env};
 
@@ -193,11 +195,9 @@ struct FirstRun {
     shutdown_took: Duration,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_database_turns_read_only_mid_turn_and_the_next_start_says_exactly_what_was_lost() {
-    let Some(mut fs) = Ext4::new() else {
-        return;
-    };
+/// The scripted model, a relay config whose SQLite store is on the ext4 image, and the
+/// directory loss notes go to.
+async fn setup(fs: &Ext4) -> (Env, RelayConfig, tempfile::TempDir) {
     let env = Env::start(NEWEST, Backend::Sqlite, LONG).await.unwrap();
     env.relay.shutdown().await;
     env.model.route(
@@ -213,8 +213,11 @@ async fn the_database_turns_read_only_mid_turn_and_the_next_start_says_exactly_w
     let mut config = env.config.clone();
     config.store = fs.mnt().join("relay.db").display().to_string();
     config.store_options.loss_notes = Some(notes.path().to_owned());
-    let cwd = env.cwd();
+    (env, config, notes)
+}
 
+/// Runs the turn, fails the filesystem while its command runs, and shuts the relay down.
+async fn first_run(fs: &Ext4, config: RelayConfig, cwd: String) -> FirstRun {
     // The first relay runs on a runtime of its own: when it ends, every file it held on the
     // broken filesystem is closed, so the filesystem can be unmounted and repaired.
     let switch = fs.switch();
@@ -285,7 +288,17 @@ async fn the_database_turns_read_only_mid_turn_and_the_next_start_says_exactly_w
         "shutdown does not hang on the dead store: {:?}",
         first.shutdown_took
     );
+    first
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_turns_read_only_mid_turn_and_the_next_start_says_exactly_what_was_lost() {
+    let Some(mut fs) = Ext4::new() else {
+        return;
+    };
+    let (env, config, notes) = setup(&fs).await;
+    let first = first_run(&fs, config.clone(), env.cwd()).await;
+    let shown_head = first.shown.last().unwrap().seq;
     fs.repair();
     let relay = Relay::open(config.clone())
         .await
@@ -378,6 +391,38 @@ async fn the_database_turns_read_only_mid_turn_and_the_next_start_says_exactly_w
     })
     .await;
     assert_eq!(done.result, Some(serde_json::json!("back on a good disk")));
+    relay.shutdown().await;
+    drop(env);
+}
+
+/// The same fault with the spool on another filesystem: the writes the database never took
+/// are still in the spool, so shutdown loses nothing and the next open replays them: the log
+/// is exactly what clients saw, with no gap and nothing to report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_spool_on_another_disk_a_read_only_database_loses_nothing() {
+    let Some(mut fs) = Ext4::new() else {
+        return;
+    };
+    let (env, mut config, notes) = setup(&fs).await;
+    let spool = tempfile::tempdir().unwrap();
+    config.store_options.spool = Some(spool.path().to_owned());
+    let first = first_run(&fs, config.clone(), env.cwd()).await;
+    assert_eq!(first.unstored, 0, "the spool holds every write");
+
+    fs.repair();
+    let relay = Relay::open(config).await.expect("the next relay opens");
+    let stored: Vec<std::sync::Arc<codex_relay_core::Envelope>> = relay
+        .store()
+        .events(&first.id, 0, 100_000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| std::sync::Arc::new(serde_json::from_str(&e.json).unwrap()))
+        .collect();
+    common::assert_contiguous(&stored);
+    assert_eq!(stored, first.shown, "the stored log is what clients saw");
+    assert_eq!(relay.store().loss_note(), None);
+    assert_eq!(std::fs::read_dir(notes.path()).unwrap().count(), 0);
     relay.shutdown().await;
     drop(env);
 }
