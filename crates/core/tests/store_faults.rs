@@ -413,3 +413,66 @@ async fn postgres_is_stopped_and_started_mid_turn_codex_0_169_0() {
 async fn postgres_is_stopped_and_started_mid_turn_codex_0_98_0() {
     postgres_restarts_mid_turn("0.98.0").await
 }
+
+/// A store closing while its Postgres is down gives up what it holds (there is no spool for
+/// Postgres unless one is set) instead of hanging, counts the events, and leaves a note that
+/// the next open reads: which events of which session were never stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_while_postgres_is_down_notes_exactly_which_events_were_lost() {
+    use codex_relay_core::store::{LostEvents, Store, StoreOptions, StoredEvent};
+    let Some(pg) = PrivatePostgres::start() else {
+        return;
+    };
+    let notes = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        loss_notes: Some(notes.path().to_owned()),
+        ..Default::default()
+    };
+    let store = Store::open_with(&pg.url(), options.clone()).await.unwrap();
+    let event = |seq: i64| StoredEvent {
+        session_id: "s1".into(),
+        seq,
+        time: seq,
+        json: format!("{{\"seq\":{seq}}}"),
+    };
+    for seq in 1..=5 {
+        store.append_event(event(seq));
+    }
+    store.flush().await.unwrap();
+    tokio::task::block_in_place(|| pg.stop());
+    for seq in 6..=8 {
+        store.append_event(event(seq));
+    }
+    let started = std::time::Instant::now();
+    let closed = store.close().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "close does not wait for the database to come back: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        closed
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("3 queued write(s)")),
+        "{closed:?}"
+    );
+    assert_eq!(store.unstored_events(), 3);
+
+    tokio::task::block_in_place(|| pg.start_again());
+    let store = Store::open_with(&pg.url(), options).await.unwrap();
+    assert_eq!(store.last_seq("s1").await.unwrap(), 5);
+    let note = store.loss_note().expect("the next open finds the note");
+    assert!(note.fault.contains("Connection refused"), "{}", note.fault);
+    assert_eq!(
+        note.sessions,
+        vec![LostEvents {
+            session_id: "s1".into(),
+            first_seq: 6,
+            last_seq: 8,
+            count: 3
+        }]
+    );
+    store.forget_loss_note();
+    assert_eq!(std::fs::read_dir(notes.path()).unwrap().count(), 0);
+    store.close().await.unwrap();
+}

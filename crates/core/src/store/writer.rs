@@ -187,6 +187,14 @@ async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Erro
     }
 }
 
+/// A transient error as the fault reports it.
+async fn describe(e: &sqlx::Error, pool: &Pool) -> String {
+    match e {
+        sqlx::Error::PoolTimedOut => format!("{e} ({})", why_no_connection(pool).await),
+        _ => e.to_string(),
+    }
+}
+
 /// Why the pool has no connection to give: it only says that it timed out, so one direct
 /// connection attempt names the reason (refused, unknown host, ...).
 async fn why_no_connection(pool: &Pool) -> String {
@@ -255,10 +263,7 @@ async fn commit_batch(
                 return Ok(());
             }
             Err(e) if is_transient(&e) && !stats.closing() => {
-                let why = match e {
-                    sqlx::Error::PoolTimedOut => format!("{e} ({})", why_no_connection(pool).await),
-                    _ => e.to_string(),
-                };
+                let why = describe(&e, pool).await;
                 if stats.fault().is_none() {
                     tracing::error!(error = %why, writes = items.len(),
                         "the store cannot take writes; keeping them and retrying");
@@ -425,8 +430,8 @@ pub(crate) async fn run(
                 Err(Failed::GaveUp(error)) => {
                     let first = received - items.len() as u64 + 1;
                     let lost = give_up(&items, first, spool.as_deref(), &mut spool_hold, &losses);
-                    losses.lock().unwrap_or_else(|e| e.into_inner()).fault =
-                        Some(error.to_string());
+                    let why = describe(&error, &pool).await;
+                    losses.lock().unwrap_or_else(|e| e.into_inner()).fault = Some(why);
                     if lost > 0 {
                         record_failure(&mut unreported, lost, error);
                     } else {
