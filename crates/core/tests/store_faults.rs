@@ -251,146 +251,11 @@ async fn another_process_locks_the_database_mid_turn_and_nothing_is_lost() {
     relay.shutdown().await;
 }
 
-/// A Postgres server of this test alone, in a temporary directory, removed on drop.
-struct PrivatePostgres {
-    dir: tempfile::TempDir,
-    bin: PathBuf,
-    port: u16,
-    as_postgres: bool,
-}
-
-impl PrivatePostgres {
-    /// initdb + `pg_ctl start -w` with the newest installed PostgreSQL binaries.
-    fn start() -> Option<PrivatePostgres> {
-        let newest = std::fs::read_dir("/usr/lib/postgresql")
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let v: u32 = e.file_name().to_str()?.parse().ok()?;
-                let bin = e.path().join("bin");
-                bin.join("pg_ctl").exists().then_some((v, bin))
-            })
-            .max();
-        let Some((_, bin)) = newest else {
-            eprintln!("SKIPPED: no PostgreSQL binaries under /usr/lib/postgresql/*/bin");
-            return None;
-        };
-        // SAFETY: geteuid has no preconditions.
-        let as_postgres = unsafe { libc::geteuid() } == 0;
-        let dir = tempfile::tempdir().unwrap();
-        if as_postgres {
-            // initdb refuses to run as root.
-            let chown = Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(dir.path())
-                .status();
-            assert!(chown.is_ok_and(|s| s.success()), "chown the data directory");
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let pg = PrivatePostgres {
-            dir,
-            bin,
-            port,
-            as_postgres,
-        };
-        let data = pg.data();
-        pg.run(
-            "initdb",
-            &[
-                "-D",
-                &data,
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-sync",
-                "-E",
-                "UTF8",
-            ],
-        );
-        pg.start_again();
-        Some(pg)
-    }
-
-    fn data(&self) -> String {
-        self.dir.path().join("data").display().to_string()
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    fn run(&self, tool: &str, args: &[&str]) {
-        let exe = self.bin.join(tool);
-        let mut cmd = if self.as_postgres {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&exe);
-            c
-        } else {
-            Command::new(&exe)
-        };
-        let out = cmd.args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{tool} {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn start_again(&self) {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
-            self.port,
-            self.dir.path().display()
-        );
-        let log = self.dir.path().join("log").display().to_string();
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                &self.data(),
-                "-o",
-                &options,
-                "-l",
-                &log,
-                "start",
-                "-w",
-            ],
-        );
-    }
-
-    fn stop(&self) {
-        self.run("pg_ctl", &["-D", &self.data(), "stop", "-m", "fast", "-w"]);
-    }
-}
-
-impl Drop for PrivatePostgres {
-    fn drop(&mut self) {
-        let exe = self.bin.join("pg_ctl");
-        let data = self.data();
-        let args = ["-D", data.as_str(), "stop", "-m", "immediate", "-w"];
-        let _ = if self.as_postgres {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(exe)
-                .args(args)
-                .output()
-        } else {
-            Command::new(exe).args(args).output()
-        };
-    }
-}
-
 /// Postgres stopped while a command runs, then started again: the live view goes on, the
 /// fault is reported while it lasts, and once the server is back the log in Postgres is
 /// complete, contiguous and what the client saw.
 async fn postgres_restarts_mid_turn(version: &'static str) {
-    let Some(pg) = PrivatePostgres::start() else {
+    let Some(pg) = codex_relay_testkit::postgres::Private::start() else {
         return;
     };
     let (relay, id) = turn_on(
@@ -420,7 +285,7 @@ async fn postgres_is_stopped_and_started_mid_turn_codex_0_98_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_while_postgres_is_down_notes_exactly_which_events_were_lost() {
     use codex_relay_core::store::{LostEvents, Store, StoreOptions, StoredEvent};
-    let Some(pg) = PrivatePostgres::start() else {
+    let Some(pg) = codex_relay_testkit::postgres::Private::start() else {
         return;
     };
     let notes = tempfile::tempdir().unwrap();

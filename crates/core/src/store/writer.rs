@@ -47,6 +47,8 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 /// How long the writer waits for a connection before it counts the database as unreachable
 /// (the pool itself would keep retrying a refused connection for its whole acquire timeout).
 const ACQUIRE_WAIT: Duration = Duration::from_secs(5);
+/// The same wait for the last attempt of a store that is closing on a failing database.
+const ACQUIRE_WAIT_CLOSING: Duration = Duration::from_secs(1);
 /// Most extra transactions spent isolating the bad writes of a batch the database refused.
 const ISOLATION_BUDGET: usize = 64;
 
@@ -160,11 +162,16 @@ macro_rules! shared_writes {
 /// closed, not returned to the pool: after a disk-full or I/O error its rollback may not have
 /// happened, and the next batch on it would only nest a savepoint in the dead transaction
 /// (and be lost with it).
-async fn commit(pool: &Pool, items: &[Item], keep: i64) -> Result<(), sqlx::Error> {
+async fn commit(
+    pool: &Pool,
+    items: &[Item],
+    keep: i64,
+    acquire_wait: Duration,
+) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
     macro_rules! on {
         ($pool:expr, $backend:ident) => {{
-            let mut conn = tokio::time::timeout(ACQUIRE_WAIT, $pool.acquire())
+            let mut conn = tokio::time::timeout(acquire_wait, $pool.acquire())
                 .await
                 .map_err(|_| sqlx::Error::PoolTimedOut)??;
             let result = async {
@@ -257,7 +264,12 @@ async fn commit_batch(
 ) -> Result<(), Failed> {
     let mut delay = RETRY_FIRST;
     let error = loop {
-        match commit(pool, items, keep).await {
+        let wait = if stats.closing() && stats.fault().is_some() {
+            ACQUIRE_WAIT_CLOSING
+        } else {
+            ACQUIRE_WAIT
+        };
+        match commit(pool, items, keep, wait).await {
             Ok(()) => {
                 stats.set_fault(None);
                 return Ok(());
@@ -294,7 +306,7 @@ async fn commit_batch(
                 continue;
             }
             budget -= 1;
-            match commit(pool, slice, keep).await {
+            match commit(pool, slice, keep, ACQUIRE_WAIT).await {
                 Ok(()) => continue,
                 Err(e) => {
                     if is_transient(&e) {
@@ -382,6 +394,8 @@ pub(crate) async fn run(
     // Writes up to this number are committed or lost; later ones given up stay in the spool
     // for the next open to replay.
     let mut spool_hold: Option<u64> = None;
+    // Why the database could not take a batch while the store was closing.
+    let mut given_up: Option<String> = None;
     let cap = options.max_batch.max(1);
     let keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
     let mut unreported: Option<StoreError> = None;
@@ -424,13 +438,22 @@ pub(crate) async fn run(
             if !options.commit_delay.is_zero() {
                 tokio::time::sleep(options.commit_delay).await;
             }
-            match commit_batch(&pool, &items, keep, &stats).await {
+            let result = match &given_up {
+                // Closing on a database that just failed: the rest is not tried again.
+                Some(why) => Err(Failed::GaveUp(sqlx::Error::Protocol(why.clone()))),
+                None => commit_batch(&pool, &items, keep, &stats).await,
+            };
+            match result {
                 Ok(()) => {}
                 Err(Failed::Refused(lost, error)) => record_failure(&mut unreported, lost, error),
                 Err(Failed::GaveUp(error)) => {
                     let first = received - items.len() as u64 + 1;
                     let lost = give_up(&items, first, spool.as_deref(), &mut spool_hold, &losses);
-                    let why = describe(&error, &pool).await;
+                    let why = match given_up.clone().or_else(|| stats.fault()) {
+                        Some(why) => why,
+                        None => describe(&error, &pool).await,
+                    };
+                    given_up = Some(why.clone());
                     losses.lock().unwrap_or_else(|e| e.into_inner()).fault = Some(why);
                     if lost > 0 {
                         record_failure(&mut unreported, lost, error);
