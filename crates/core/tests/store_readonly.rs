@@ -7,8 +7,8 @@
 //!
 //! A read-only remount is refused (EBUSY) while SQLite holds the file open for writing, hence
 //! the error path. Needs root, a loop device, `mkfs.ext4` and the sysfs switch; without them the
-//! test is skipped and says why. Codex 0.169 only: recovery reads Codex's record with
-//! `thread/read`, which 0.98 does not have (its cut turns are closed as cancelled instead).
+//! test is skipped and says why. Recovery reads Codex's record with `thread/read` on 0.169;
+//! 0.98 does not have it, so there the cut turn is closed as cancelled instead.
 
 mod common;
 
@@ -197,8 +197,8 @@ struct FirstRun {
 
 /// The scripted model, a relay config whose SQLite store is on the ext4 image, and the
 /// directory loss notes go to.
-async fn setup(fs: &Ext4) -> (Env, RelayConfig, tempfile::TempDir) {
-    let env = Env::start(NEWEST, Backend::Sqlite, LONG).await.unwrap();
+async fn setup(fs: &Ext4, version: &'static str) -> (Env, RelayConfig, tempfile::TempDir) {
+    let env = Env::start(version, Backend::Sqlite, LONG).await.unwrap();
     env.relay.shutdown().await;
     env.model.route(
         "READ-ONLY",
@@ -293,10 +293,21 @@ async fn first_run(fs: &Ext4, config: RelayConfig, cwd: String) -> FirstRun {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_turns_read_only_mid_turn_and_the_next_start_says_exactly_what_was_lost() {
+    read_only_mid_turn(NEWEST).await
+}
+
+/// Codex 0.98 has no `thread/read`: the loss is reported the same way, and the cut turn is
+/// closed as cancelled instead of with Codex's record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_turns_read_only_mid_turn_codex_0_98_0() {
+    read_only_mid_turn("0.98.0").await
+}
+
+async fn read_only_mid_turn(version: &'static str) {
     let Some(mut fs) = Ext4::new() else {
         return;
     };
-    let (env, config, notes) = setup(&fs).await;
+    let (env, config, notes) = setup(&fs, version).await;
     let first = first_run(&fs, config.clone(), env.cwd()).await;
     let shown_head = first.shown.last().unwrap().seq;
     fs.repair();
@@ -346,10 +357,12 @@ async fn the_database_turns_read_only_mid_turn_and_the_next_start_says_exactly_w
     for (i, e) in after_gap.iter().enumerate() {
         assert_eq!(e.seq, shown_head + 1 + i as u64, "contiguous after the gap");
     }
-    // What Codex persisted of the cut turn is appended, and the turn is closed.
-    assert!(
+    // What Codex persisted of the cut turn is appended (0.169: thread/read), and the turn is
+    // closed.
+    assert_eq!(
         after_gap.iter().any(|e| matches!(&e.ev,
             Ev::Text { text, thinking: false } if text == "done on a read-only store")),
+        version == NEWEST,
         "Codex's record of the turn is in the log: {after_gap:#?}"
     );
     assert!(
@@ -364,11 +377,16 @@ async fn the_database_turns_read_only_mid_turn_and_the_next_start_says_exactly_w
         let next = relay.events(id, cursor, 1).await.unwrap();
         assert_eq!(next[0].seq, shown_head + 1, "cursor {cursor}");
     }
+    // The status's last error is the loss, unless the turn had to be closed without Codex's
+    // record (0.98): then it is the later error that says so.
     let snap = relay.status(id).unwrap();
+    let last = if version == NEWEST {
+        "were not stored"
+    } else {
+        "the relay restarted while this turn was running"
+    };
     assert!(
-        snap.last_error
-            .as_deref()
-            .is_some_and(|e| e.contains("were not stored")),
+        snap.last_error.as_deref().is_some_and(|e| e.contains(last)),
         "the status says so: {:?}",
         snap.last_error
     );
@@ -403,7 +421,7 @@ async fn with_the_spool_on_another_disk_a_read_only_database_loses_nothing() {
     let Some(mut fs) = Ext4::new() else {
         return;
     };
-    let (env, mut config, notes) = setup(&fs).await;
+    let (env, mut config, notes) = setup(&fs, NEWEST).await;
     let spool = tempfile::tempdir().unwrap();
     config.store_options.spool = Some(spool.path().to_owned());
     let first = first_run(&fs, config.clone(), env.cwd()).await;
