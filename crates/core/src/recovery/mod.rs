@@ -84,7 +84,13 @@ pub(crate) async fn restore(relay: &Relay) -> Result<(), RelayError> {
     if !records.is_empty() {
         tracing::info!(sessions = records.len(), "restored sessions from the store");
     }
-    if note.is_some() {
+    if let Some(note) = &note {
+        for lost in &note.sessions {
+            if !records.iter().any(|r| r.id == lost.session_id) {
+                tracing::error!(session = %lost.session_id, first = lost.first_seq, last = lost.last_seq,
+                    "a session begun while the store failed was never stored; its events are lost");
+            }
+        }
         // The sessions' logs now say what the note said.
         store.flush().await?;
         store.forget_loss_note();
