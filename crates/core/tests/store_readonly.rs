@@ -134,11 +134,20 @@ impl Ext4 {
             std::thread::sleep(Duration::from_millis(200));
         }
         self.mounted = false;
-        // 1 and 2 mean "errors were fixed".
-        let fsck = Command::new("e2fsck")
-            .args(["-fy", self.device()])
-            .output()
-            .unwrap();
+        // 1 and 2 mean "errors were fixed". Right after the unmount something else (udev's
+        // probe) may hold the device for a moment: e2fsck then says it is in use.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let fsck = loop {
+            let fsck = Command::new("e2fsck")
+                .args(["-fy", self.device()])
+                .output()
+                .unwrap();
+            let busy = String::from_utf8_lossy(&fsck.stdout).contains("is in use");
+            if !busy || Instant::now() >= deadline {
+                break fsck;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
         assert!(
             matches!(fsck.status.code(), Some(0..=2)),
             "e2fsck repaired the filesystem: {}",
