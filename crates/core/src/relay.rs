@@ -27,6 +27,9 @@ pub use crate::tool::{DynamicTool, ToolHandler};
 /// measurements behind it).
 pub const DEFAULT_SESSIONS_PER_CODEX: usize = 25;
 
+/// How long [`Relay::shutdown`] lets a failing store retry before it gives up what it holds.
+pub const STORE_FAULT_AT_SHUTDOWN: Duration = Duration::from_secs(10);
+
 /// Engine settings.
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
@@ -519,17 +522,51 @@ impl Relay {
 
     /// Stops Codex (the whole process group) and flushes the store.
     pub async fn shutdown(&self) {
+        self.shutdown_counting().await;
+    }
+
+    /// [`Relay::shutdown`], returning how many events were not stored. It does not hang on a
+    /// dead store: once the store has been failing for [`STORE_FAULT_AT_SHUTDOWN`], what it
+    /// still holds is given up (the spool keeps what it can for the next start; the events it
+    /// cannot are counted, logged, and noted for the next start to report).
+    pub async fn shutdown_counting(&self) -> usize {
         for h in self.inner.handles() {
             self.inner
                 .broker
                 .fail_session(h.id(), "relay-shutdown", "the relay is shutting down");
         }
         self.inner.servers.shutdown(Duration::from_secs(2)).await;
-        match self.inner.store.flush().await {
+        let store = &self.inner.store;
+        let failing_too_long = async {
+            while store
+                .stats()
+                .fault_age()
+                .is_none_or(|age| age < STORE_FAULT_AT_SHUTDOWN)
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let flushed = tokio::select! {
+            r = store.flush() => r,
+            _ = failing_too_long => {
+                tracing::error!(fault = store.stats().fault().unwrap_or_default(),
+                    "the store still cannot take writes; giving up what it holds to shut down");
+                store.close().await
+            }
+        };
+        match flushed {
             // Everything is committed: the spool is not needed to recover this run.
-            Ok(()) => self.inner.store.release_spool(),
+            Ok(()) => store.release_spool(),
             Err(e) => tracing::error!("flushing the store at shutdown failed: {e}"),
         }
+        let unstored = store.unstored_events();
+        if unstored > 0 {
+            tracing::error!(
+                events = unstored,
+                "shut down with events that were shown but not stored"
+            );
+        }
+        unstored
     }
 }
 

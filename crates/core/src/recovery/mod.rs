@@ -4,6 +4,7 @@
 //! narrow [`Inputs`] (the store, a broker handle, the pool, a session spawner), not the relay.
 
 mod plan;
+mod store_loss;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,17 +37,28 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
     let store = inputs.store.clone();
     let mut restored: HashMap<String, Arc<SessionShared>> = HashMap::new();
     let records = store.sessions().await?;
+    let note = store.loss_note();
     for rec in &records {
         // The session row is written when the status changes; events logged after that are
         // only in the events table. Continue after the last stored event, or the events
         // appended below would reuse its seqs (and the store would keep the old ones).
         let mut rec = rec.clone();
-        rec.last_seq = rec.last_seq.max(store.last_seq(&rec.id).await?);
+        let stored = store.last_seq(&rec.id).await?;
+        // Events shown but never stored (the last run gave them up): continue after them.
+        let gap = store_loss::gap(note.as_ref(), &rec.id, stored);
+        rec.last_seq = rec
+            .last_seq
+            .max(stored)
+            .max(gap.as_ref().map_or(0, |g| g.shown));
         let state = SessionShared::restored_state(&rec);
         let restored_status = state.status;
         let shared = SessionShared::new(rec.id.clone(), store.clone(), inputs.event_buffer, state);
         (inputs.spawn)(shared.clone());
         restored.insert(rec.id.clone(), shared.clone());
+        if let Some(gap) = &gap {
+            shared.append_all(vec![store_loss::report(gap)]);
+            shared.persist();
+        }
         if Some(restored_status) != SessionStatus::parse(&rec.status) {
             // It was running when the relay stopped: close what the restart cut.
             let log = stored_log(&store, &rec.id).await?;
@@ -88,6 +100,17 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
     }
     if !records.is_empty() {
         tracing::info!(sessions = records.len(), "restored sessions from the store");
+    }
+    if let Some(note) = &note {
+        for lost in &note.sessions {
+            if !records.iter().any(|r| r.id == lost.session_id) {
+                tracing::error!(session = %lost.session_id, first = lost.first_seq, last = lost.last_seq,
+                    "a session begun while the store failed was never stored; its events are lost");
+            }
+        }
+        // The sessions' logs now say what the note said.
+        store.flush().await?;
+        store.forget_loss_note();
     }
     Ok(())
 }

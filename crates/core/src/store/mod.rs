@@ -2,6 +2,7 @@
 
 mod batch_sql;
 mod error;
+mod lost;
 mod open;
 mod postgres;
 mod records;
@@ -17,6 +18,7 @@ use sqlx::{PgPool, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::StoreError;
+pub use lost::{LossNote, LostEvents};
 pub use records::*;
 pub use stats::StoreStats;
 
@@ -42,6 +44,10 @@ pub struct StoreOptions {
     /// Most bytes (of JSON and text, approximately) queued and not yet committed; past it the
     /// store's gate ([`StoreStats::gate`]) closes and ingest from Codex waits. Default 8 MiB.
     pub max_queued_bytes: usize,
+    /// Where the note of events a closing store had to give up goes when the spool directory
+    /// cannot take it (or there is none). Default: `$XDG_STATE_HOME/codex-relay/lost`, else
+    /// `~/.local/state/codex-relay/lost`.
+    pub loss_notes: Option<std::path::PathBuf>,
     /// A deliberately slow store, for benchmarks and fault tests: each commit waits this long.
     #[doc(hidden)]
     pub commit_delay: std::time::Duration,
@@ -55,6 +61,7 @@ impl Default for StoreOptions {
             linger: std::time::Duration::from_millis(10),
             spool: None,
             max_queued_bytes: 8 << 20,
+            loss_notes: None,
             commit_delay: std::time::Duration::ZERO,
         }
     }
@@ -105,6 +112,12 @@ struct Inner {
     stats: Arc<StoreStats>,
     /// [`StoreOptions::raw_lines_per_session`]: readers see no more than this many.
     raw_keep: i64,
+    /// Events this run's writer gave up (see [`Store::unstored_events`]).
+    losses: Arc<std::sync::Mutex<lost::Losses>>,
+    /// Where this store's loss note is kept (none for in-memory SQLite).
+    notes: Option<lost::NotePlaces>,
+    /// The note the last run left, until [`Store::forget_loss_note`].
+    left_note: std::sync::Mutex<Option<LossNote>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -151,12 +164,20 @@ impl Store {
             None => None,
         };
         let raw_keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
+        let notes = lost::NotePlaces::new(
+            target,
+            spool.as_deref().map(spool::Spool::dir),
+            options.loss_notes.clone(),
+        );
+        let left_note = notes.as_ref().and_then(lost::NotePlaces::read);
+        let losses = Arc::default();
         tokio::spawn(writer::run(
             pool.clone(),
             rx,
             options,
             stats.clone(),
             spool.clone(),
+            Arc::clone(&losses),
         ));
         let store = Store {
             inner: Arc::new(Inner {
@@ -166,6 +187,9 @@ impl Store {
                 dropped_logged: AtomicBool::new(false),
                 stats,
                 raw_keep,
+                losses,
+                notes,
+                left_note: std::sync::Mutex::new(left_note),
             }),
         };
         if !replay.is_empty() {
@@ -246,6 +270,64 @@ impl Store {
             .send(Op::Flush(tx))
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// What the last run of this store gave up when it closed on a database that could not
+    /// take writes: per session, the events clients were shown that are not in the log.
+    /// Kept until [`Store::forget_loss_note`].
+    pub fn loss_note(&self) -> Option<LossNote> {
+        self.inner
+            .left_note
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Deletes the last run's loss note, once the sessions' logs say what it said.
+    pub fn forget_loss_note(&self) {
+        let forgotten = self
+            .inner
+            .left_note
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let (Some(_), Some(notes)) = (forgotten, &self.inner.notes) {
+            notes.remove();
+        }
+    }
+
+    /// Events this run gave up at [`Store::close`] because the database could not take them
+    /// (and the spool does not hold them): they were shown, never stored.
+    pub fn unstored_events(&self) -> usize {
+        self.inner
+            .losses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .events()
+    }
+
+    /// Writes down what this run gave up (with what the last run's note still says), so the
+    /// next open can tell the sessions.
+    fn note_losses(&self) {
+        let losses = self.inner.losses.lock().unwrap_or_else(|e| e.into_inner());
+        if losses.events() == 0 {
+            return;
+        }
+        let Some(notes) = &self.inner.notes else {
+            return;
+        };
+        let mut note = losses.note(notes.key());
+        if let Some(left) = self.loss_note() {
+            note.sessions.splice(0..0, left.sessions);
+        }
+        match notes.write(&note) {
+            Ok(place) => tracing::error!(events = losses.events(), note = %place.display(),
+                "the store closed before the database took these events; they are lost, and the note says which"),
+            Err(e) => tracing::error!(
+                events = losses.events(),
+                "the store closed before the database took these events; they are lost, and no note could be written: {e}"
+            ),
+        }
     }
 
     /// Lets another relay take this store's spool directory (after a flush, at shutdown).
@@ -347,6 +429,7 @@ impl Store {
             Err(_) => Ok(()),
         };
         on_pool!(&self.inner.pool, |p| p.close().await);
+        self.note_losses();
         if let (Some(spool), Ok(())) = (&self.inner.spool, &result) {
             spool.release();
         }

@@ -28,7 +28,8 @@ pub struct SessionRecord {
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct StoredEvent {
     pub session_id: String,
-    /// Contiguous per session, starting at 1.
+    /// Contiguous per session, starting at 1 (but for seqs a relay showed and could not store
+    /// before it stopped; docs/EVENTS.md).
     pub seq: i64,
     /// Unix milliseconds.
     pub time: i64,

@@ -85,6 +85,9 @@ struct State {
     sealed: VecDeque<(u64, u64)>,
     /// Set after a failed append, so the failure is logged once.
     failed: bool,
+    /// Numbers (1-based, inclusive ranges) of the writes whose append failed: only the
+    /// database can still keep those.
+    unspooled: Vec<(u64, u64)>,
 }
 
 fn name(dir: &Path, generation: u64) -> PathBuf {
@@ -136,6 +139,7 @@ impl Spool {
                 written: replay.len() as u64,
                 sealed,
                 failed: false,
+                unspooled: Vec::new(),
             }),
             lock: Mutex::new(Some(lock)),
         };
@@ -160,11 +164,24 @@ impl Spool {
                         tracing::error!(dir = %self.dir.display(), "could not spool a write (it is still queued, but not safe from a crash): {e}");
                     }
                     st.failed = true;
+                    let number = st.written + 1;
+                    match st.unspooled.last_mut() {
+                        Some((_, end)) if *end + 1 == number => *end = number,
+                        _ => st.unspooled.push((number, number)),
+                    }
                 }
             }
             st.bytes += text.len() as u64;
             if st.bytes >= ROTATE_BYTES {
                 self.rotate(&mut st);
+            }
+        } else {
+            // Raw lines are never spooled; they only keep a run of failed writes in one range.
+            let number = st.written + 1;
+            if let Some((_, end)) = st.unspooled.last_mut()
+                && *end + 1 == number
+            {
+                *end = number;
             }
         }
         st.written += 1;
@@ -203,6 +220,21 @@ impl Spool {
 }
 
 impl Spool {
+    /// Whether write number `number` (1-based, in queue order) is in the spool, so the next
+    /// open replays it if the database never took it.
+    pub fn holds(&self, number: u64) -> bool {
+        !self
+            .lock()
+            .unspooled
+            .iter()
+            .any(|&(from, to)| (from..=to).contains(&number))
+    }
+
+    /// Where the store leaves the note of what it could not store (see `lost.rs`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// After a clean close (everything committed): lets another relay take the directory.
     pub fn release(&self) {
         let lock = self.lock.lock().unwrap_or_else(|e| e.into_inner()).take();

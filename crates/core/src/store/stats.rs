@@ -15,9 +15,12 @@ pub struct StoreStats {
     /// Open while the queue is under its bound (see [`StoreStats::gate`]).
     gate: watch::Sender<bool>,
     paused: AtomicU64,
-    /// Why the database cannot take writes right now (they are kept and retried).
-    fault: std::sync::Mutex<Option<String>>,
+    /// Why the database cannot take writes right now (they are kept and retried), and since
+    /// when.
+    fault: std::sync::Mutex<Option<(String, std::time::Instant)>>,
     closing: std::sync::atomic::AtomicBool,
+    /// Wakes a writer waiting to retry when the store starts closing.
+    closing_wake: tokio::sync::Notify,
     commits: AtomicU64,
     commit_micros_total: AtomicU64,
     last_commit_micros: AtomicU64,
@@ -39,6 +42,7 @@ impl StoreStats {
             paused: AtomicU64::new(0),
             fault: std::sync::Mutex::new(None),
             closing: std::sync::atomic::AtomicBool::new(false),
+            closing_wake: tokio::sync::Notify::new(),
             commits: AtomicU64::new(0),
             commit_micros_total: AtomicU64::new(0),
             last_commit_micros: AtomicU64::new(0),
@@ -65,7 +69,14 @@ impl StoreStats {
     /// Why the database cannot take writes right now, while the writer keeps them and retries;
     /// `None` when it is writing normally.
     pub fn fault(&self) -> Option<String> {
-        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let f = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        f.as_ref().map(|(why, _)| why.clone())
+    }
+
+    /// How long the current fault has lasted (`None` while the store writes normally).
+    pub fn fault_age(&self) -> Option<std::time::Duration> {
+        let f = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        f.as_ref().map(|(_, since)| since.elapsed())
     }
 
     pub(crate) fn set_fault(&self, fault: Option<String>) {
@@ -73,7 +84,10 @@ impl StoreStats {
         if f.is_some() && fault.is_none() {
             tracing::info!("the store takes writes again; the kept writes are committed");
         }
-        *f = fault;
+        let since = f
+            .as_ref()
+            .map_or_else(std::time::Instant::now, |(_, since)| *since);
+        *f = fault.map(|why| (why, since));
     }
 
     pub(crate) fn closing(&self) -> bool {
@@ -82,6 +96,18 @@ impl StoreStats {
 
     pub(crate) fn set_closing(&self) {
         self.closing.store(true, Ordering::Relaxed);
+        self.closing_wake.notify_one();
+    }
+
+    /// Waits `delay`, or less if the store starts closing meanwhile.
+    pub(crate) async fn retry_pause(&self, delay: std::time::Duration) {
+        if self.closing() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = self.closing_wake.notified() => {}
+        }
     }
 
     /// How often the queue reached its bound and paused ingest.

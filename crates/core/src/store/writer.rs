@@ -8,7 +8,7 @@ use sqlx::AssertSqlSafe;
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch_sql::{Params, pick, statements};
-
+use super::lost::Losses;
 use super::{
     PendingRecord, Pool, SessionRecord, StoreError, StoreOptions, StoredEvent, postgres, sqlite,
 };
@@ -46,6 +46,11 @@ pub(crate) enum Op {
 /// [`RETRY_MAX`], and retries go on until the database takes it (or the store closes).
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
+/// How long the writer waits for a connection before it counts the database as unreachable
+/// (the pool itself would keep retrying a refused connection for its whole acquire timeout).
+const ACQUIRE_WAIT: Duration = Duration::from_secs(5);
+/// The same wait for the last attempt of a store that is closing on a failing database.
+const ACQUIRE_WAIT_CLOSING: Duration = Duration::from_secs(1);
 /// Most extra transactions spent isolating the bad writes of a batch the database refused.
 const ISOLATION_BUDGET: usize = 64;
 
@@ -195,11 +200,14 @@ async fn commit(
     items: &[Item],
     prune: &[String],
     keep: i64,
+    acquire_wait: Duration,
 ) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
     macro_rules! on {
         ($pool:expr, $backend:ident) => {{
-            let mut conn = $pool.acquire().await?;
+            let mut conn = tokio::time::timeout(acquire_wait, $pool.acquire())
+                .await
+                .map_err(|_| sqlx::Error::PoolTimedOut)??;
             let result = async {
                 let mut tx = sqlx::Connection::begin(&mut *conn).await?;
                 $backend::insert_events(&mut tx, &g.events).await?;
@@ -217,6 +225,31 @@ async fn commit(
     match pool {
         Pool::Sqlite(pool) => on!(pool, sqlite),
         Pool::Postgres(pool) => on!(pool, postgres),
+    }
+}
+
+/// A transient error as the fault reports it.
+async fn describe(e: &sqlx::Error, pool: &Pool) -> String {
+    match e {
+        sqlx::Error::PoolTimedOut => format!("{e} ({})", why_no_connection(pool).await),
+        _ => e.to_string(),
+    }
+}
+
+/// Why the pool has no connection to give: it only says that it timed out, so one direct
+/// connection attempt names the reason (refused, unknown host, ...).
+async fn why_no_connection(pool: &Pool) -> String {
+    use sqlx::{ConnectOptions, Connection};
+    let attempt = async {
+        match pool {
+            Pool::Sqlite(p) => p.connect_options().connect().await?.close().await,
+            Pool::Postgres(p) => p.connect_options().connect().await?.close().await,
+        }
+    };
+    match tokio::time::timeout(ACQUIRE_WAIT, attempt).await {
+        Ok(Ok(())) => "a direct connection works: the pool's connections are all busy".into(),
+        Ok(Err(e)) => format!("connecting: {e}"),
+        Err(_) => format!("connecting: no answer within {ACQUIRE_WAIT:?}"),
     }
 }
 
@@ -255,35 +288,45 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
 /// Commits a batch. While the database cannot take it for now, retries with backoff and
 /// reports the fault in `stats` (until the store is closing: then the batch is given up).
 /// When the database refuses it, commits it again in ever smaller parts, in order, so only the
-/// refused writes are lost. On failure returns how many writes were lost and the first error.
+/// refused writes are lost. On failure returns how many writes were lost and the first error
+/// ([`Failed::GaveUp`]: the whole batch, the database could not take it while closing).
 async fn commit_batch(
     pool: &Pool,
     items: &[Item],
     prune: &[String],
     keep: i64,
     stats: &super::StoreStats,
-) -> Result<(), (usize, sqlx::Error)> {
+) -> Result<(), Failed> {
     let mut delay = RETRY_FIRST;
     let error = loop {
-        match commit(pool, items, prune, keep).await {
+        let wait = if stats.closing() && stats.fault().is_some() {
+            ACQUIRE_WAIT_CLOSING
+        } else {
+            ACQUIRE_WAIT
+        };
+        match commit(pool, items, prune, keep, wait).await {
             Ok(()) => {
                 stats.set_fault(None);
                 return Ok(());
             }
             Err(e) if is_transient(&e) && !stats.closing() => {
+                let why = describe(&e, pool).await;
                 if stats.fault().is_none() {
-                    tracing::error!(error = %e, writes = items.len(),
+                    tracing::error!(error = %why, writes = items.len(),
                         "the store cannot take writes; keeping them and retrying");
                 }
-                stats.set_fault(Some(e.to_string()));
-                tokio::time::sleep(delay).await;
+                stats.set_fault(Some(why));
+                stats.retry_pause(delay).await;
                 delay = (delay * 2).min(RETRY_MAX);
             }
             Err(e) => break e,
         }
     };
-    if is_transient(&error) || items.len() == 1 {
-        return Err((items.len(), error));
+    if is_transient(&error) {
+        return Err(Failed::GaveUp(error));
+    }
+    if items.len() == 1 {
+        return Err(Failed::Refused(1, error));
     }
     tracing::warn!(error = %error, writes = items.len(), "store batch refused; committing it in parts");
     let mut budget = ISOLATION_BUDGET;
@@ -298,7 +341,7 @@ async fn commit_batch(
                 continue;
             }
             budget -= 1;
-            match commit(pool, slice, &[], keep).await {
+            match commit(pool, slice, &[], keep, ACQUIRE_WAIT).await {
                 Ok(()) => continue,
                 Err(e) => {
                     if is_transient(&e) {
@@ -318,7 +361,7 @@ async fn commit_batch(
     }
     match (lost, first_error) {
         (0, _) => Ok(()),
-        (lost, e) => Err((lost, e.unwrap_or(error))),
+        (lost, e) => Err(Failed::Refused(lost, e.unwrap_or(error))),
     }
 }
 
@@ -361,6 +404,42 @@ impl Pruning {
     }
 }
 
+/// Why a batch did not (wholly) commit.
+enum Failed {
+    /// The database could not take it and the store is closing: every write of it is given up.
+    GaveUp(sqlx::Error),
+    /// The database refused this many of its writes (the rest committed).
+    Refused(usize, sqlx::Error),
+}
+
+/// Gives up a batch the database could not take while the store closes: writes the spool
+/// holds are kept there (the spool is not advanced past the first of them), the events it
+/// does not hold are noted in `losses`. Returns how many writes are lost for good. `first` is
+/// the spool number of `items[0]`.
+fn give_up(
+    items: &[Item],
+    first: u64,
+    spool: Option<&super::spool::Spool>,
+    spool_hold: &mut Option<u64>,
+    losses: &std::sync::Mutex<Losses>,
+) -> usize {
+    let mut lost = 0;
+    let mut losses = losses.lock().unwrap_or_else(|e| e.into_inner());
+    for (number, item) in (first..).zip(items) {
+        let held = matches!(item, Item::Event(_) | Item::Session(_) | Item::Pending(_))
+            && spool.is_some_and(|s| s.holds(number));
+        if held {
+            spool_hold.get_or_insert(number - 1);
+            continue;
+        }
+        lost += 1;
+        if let Item::Event(ev) = item {
+            losses.event(&ev.session_id, ev.seq);
+        }
+    }
+    lost
+}
+
 /// Adds a failure to the error the next `flush()` returns (the first error is kept).
 fn record_failure(unreported: &mut Option<StoreError>, lost_now: usize, error: sqlx::Error) {
     tracing::error!(error = %error, lost = lost_now, "store write failed: writes were not committed");
@@ -382,9 +461,15 @@ pub(crate) async fn run(
     options: StoreOptions,
     stats: std::sync::Arc<super::StoreStats>,
     spool: Option<Arc<super::spool::Spool>>,
+    losses: Arc<std::sync::Mutex<Losses>>,
 ) {
     // Writes received so far, in the order the spool numbered them.
     let mut received: u64 = 0;
+    // Writes up to this number are committed or lost; later ones given up stay in the spool
+    // for the next open to replay.
+    let mut spool_hold: Option<u64> = None;
+    // Why the database could not take a batch while the store was closing.
+    let mut given_up: Option<String> = None;
     let cap = options.max_batch.max(1);
     let keep = i64::try_from(options.raw_lines_per_session).unwrap_or(i64::MAX);
     let mut unreported: Option<StoreError> = None;
@@ -429,16 +514,37 @@ pub(crate) async fn run(
                 tokio::time::sleep(options.commit_delay).await;
             }
             let prune = pruning.due(&items);
-            match commit_batch(&pool, &items, &prune, keep, &stats).await {
+            let result = match &given_up {
+                // Closing on a database that just failed: the rest is not tried again.
+                Some(why) => Err(Failed::GaveUp(sqlx::Error::Protocol(why.clone()))),
+                None => commit_batch(&pool, &items, &prune, keep, &stats).await,
+            };
+            match result {
                 Ok(()) => pruning.pruned(&prune),
-                Err((lost, error)) => record_failure(&mut unreported, lost, error),
+                Err(Failed::Refused(lost, error)) => record_failure(&mut unreported, lost, error),
+                Err(Failed::GaveUp(error)) => {
+                    let first = received - items.len() as u64 + 1;
+                    let lost = give_up(&items, first, spool.as_deref(), &mut spool_hold, &losses);
+                    let why = match given_up.clone().or_else(|| stats.fault()) {
+                        Some(why) => why,
+                        None => describe(&error, &pool).await,
+                    };
+                    given_up = Some(why.clone());
+                    losses.lock().unwrap_or_else(|e| e.into_inner()).fault = Some(why);
+                    if lost > 0 {
+                        record_failure(&mut unreported, lost, error);
+                    } else {
+                        tracing::warn!(error = %error, writes = items.len(),
+                            "the store closed before the database took these writes; the spool keeps them for the next open");
+                    }
+                }
             }
             let bytes = items.iter().map(Item::weight).sum();
             stats.committed(items.len(), bytes, started.elapsed());
             tracing::trace!(writes = items.len(), elapsed = ?started.elapsed(), "store batch committed");
             items.clear();
             if let Some(spool) = &spool {
-                spool.committed(received);
+                spool.committed(spool_hold.map_or(received, |hold| hold.min(received)));
             }
         }
         if !flush_waiters.is_empty() {
