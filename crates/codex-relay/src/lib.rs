@@ -90,6 +90,7 @@
 
 mod approval;
 mod client;
+pub mod credentials;
 mod error;
 mod options;
 mod procs;

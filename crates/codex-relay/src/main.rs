@@ -1,6 +1,7 @@
 //! The `codex-relay` command line.
 
 mod ask;
+mod auth_args;
 mod cli_run;
 mod demo;
 mod demo_model;
