@@ -330,27 +330,46 @@ impl Client {
     }
 
     /// Opens a new session (a new Codex thread) with `options`; no turn runs yet.
+    /// With [`SessionOptions::workspace`], the session works in a fresh isolated copy.
     pub async fn session(&self, options: SessionOptions) -> Result<Session, Error> {
         let create = options.create_options();
-        let (handle, _) = self.relay.create(create).await?;
+        let (handle, workspace) = match &options.workspace {
+            Some(spec) => {
+                let ((handle, _), ws) = self.relay.create_isolated(spec, create).await?;
+                (handle, Some(ws))
+            }
+            None => (self.relay.create(create).await?.0, None),
+        };
         Ok(Session::new(
             self.relay.clone(),
             self.servers.clone(),
             handle,
             options,
+            workspace,
         ))
     }
 
     /// Continues a session by id: one of this store's, or any Codex thread id, which Codex
     /// resumes. `options` give the approval policy, deadline and grace for its runs; the
-    /// thread keeps its own model, directory and sandbox, and tools are not offered again.
+    /// thread keeps its own model and sandbox, and tools are not offered again.
+    ///
+    /// Where it works: with [`SessionOptions::workspace`], in a fresh copy of that spec's
+    /// mounts; else with [`SessionOptions::cwd`], in that directory; else a session created
+    /// in an isolated workspace gets a fresh copy of the same mounts (its old copy is gone,
+    /// and what the earlier runs wrote there is not brought back); else where it was. The new
+    /// directory goes to Codex as `cwd` on `thread/resume` and on the next `turn/start`.
     pub async fn resume(&self, id: &str, options: SessionOptions) -> Result<Session, Error> {
-        let handle = self.relay.session(id).await?;
+        let (handle, workspace) = match (&options.workspace, &options.cwd) {
+            (Some(spec), _) => self.relay.resume_isolated(id, Some(spec)).await?,
+            (None, Some(cwd)) => (self.relay.resume_in(id, Some(cwd)).await?, None),
+            (None, None) => self.relay.resume_isolated(id, None).await?,
+        };
         Ok(Session::new(
             self.relay.clone(),
             self.servers.clone(),
             handle,
             options,
+            workspace,
         ))
     }
 

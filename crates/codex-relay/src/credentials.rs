@@ -159,10 +159,16 @@ mod tests {
         let bad = dir.join("bad.json");
         std::fs::write(&bad, r#"{"accessToken": 42, "idToken": "secret-id"}"#).unwrap();
         let err = chatgpt_tokens_from_file(&bad).unwrap_err().to_string();
-        assert!(err.contains("wrong type") && !err.contains("secret-id"), "{err}");
+        assert!(
+            err.contains("wrong type") && !err.contains("secret-id"),
+            "{err}"
+        );
         std::fs::write(&bad, r#"{"accessToken": "secret-x"#).unwrap();
         let err = chatgpt_tokens_from_file(&bad).unwrap_err().to_string();
-        assert!(err.contains("not valid JSON") && !err.contains("secret-x"), "{err}");
+        assert!(
+            err.contains("not valid JSON") && !err.contains("secret-x"),
+            "{err}"
+        );
         let err = chatgpt_tokens_from_file(dir.join("none.json"))
             .unwrap_err()
             .to_string();

@@ -64,7 +64,10 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 
     // The credentials the relay would send: checked here, and Codex is logged in with them
     // below so that `auth:` shows what a relay's Codex would hold. Secrets are never printed.
-    let source = args.auth.apply(codex_relay::ClientBuilder::new()).auth_source();
+    let source = args
+        .auth
+        .apply(codex_relay::ClientBuilder::new())
+        .auth_source();
     let auth = match (&args.auth.api_key_env, &args.auth.chatgpt_tokens) {
         (Some(name), _) => Some(codex_relay::credentials::api_key_from_env(name)),
         (None, Some(file)) => Some(codex_relay::credentials::chatgpt_tokens_from_file(file)),

@@ -112,6 +112,14 @@ pub use tool::{DEFAULT_TOOL_TIMEOUT, Tool};
 /// The engine underneath (sessions, the event model, the store), for what this API does not
 /// wrap.
 pub use codex_relay_core as core;
+/// Isolated workspaces: host directories copied into a temporary directory Codex works in
+/// ([`SessionOptions::workspace`]), with include/exclude globs, byte budgets and allowed
+/// host roots.
+pub mod workspace {
+    pub use codex_relay_core::workspace::{
+        HostMount, MountPreview, Workspace, WorkspaceError, WorkspaceSpec, fingerprint,
+    };
+}
 /// The session-protocol event model: envelopes, events, deltas, token usage.
 pub mod event {
     pub use codex_relay_core::event::{

@@ -3,6 +3,7 @@
 mod ask;
 mod auth_args;
 mod cli_run;
+mod cli_workspace;
 mod demo;
 mod demo_model;
 mod doctor;

@@ -8,6 +8,7 @@ pub use codex_relay_protocol::v2::SandboxMode;
 
 use crate::approval::Approval;
 use crate::tool::Tool;
+use crate::workspace::WorkspaceSpec;
 
 /// How long a turn may take to stop after `turn/interrupt` before Codex's process group is
 /// killed, unless [`SessionOptions::interrupt_grace`] says otherwise.
@@ -41,6 +42,7 @@ pub struct SessionOptions {
     pub(crate) tools: Vec<Tool>,
     pub(crate) deadline: Option<Duration>,
     pub(crate) grace: Duration,
+    pub(crate) workspace: Option<WorkspaceSpec>,
 }
 
 impl Default for SessionOptions {
@@ -57,6 +59,7 @@ impl Default for SessionOptions {
             tools: Vec::new(),
             deadline: None,
             grace: DEFAULT_INTERRUPT_GRACE,
+            workspace: None,
         }
     }
 }
@@ -132,6 +135,28 @@ impl SessionOptions {
     /// Codex's process group is killed (default 5 s).
     pub fn interrupt_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+
+    /// Work in an isolated copy: the spec's host mounts are copied into a fresh temporary
+    /// directory, which becomes the session's `cwd` (replacing [`cwd`](Self::cwd)); a mount
+    /// outside the allowed roots or over a budget is refused before Codex starts. The copy is
+    /// removed when the last clone of the [`crate::Session`] is dropped or closed; the host is
+    /// never written. The spec is stored with the session: [`crate::Client::resume`] makes a
+    /// fresh copy of the same mounts (or of the spec it is given).
+    ///
+    /// ```
+    /// use codex_relay::SessionOptions;
+    /// use codex_relay::workspace::{HostMount, WorkspaceSpec};
+    ///
+    /// let spec = WorkspaceSpec::new(["/home/me/projects"])
+    ///     .mount(HostMount::new("/home/me/projects/app", "app").exclude(["target", ".git"]))
+    ///     .max_bytes(50 << 20);
+    /// let options = SessionOptions::new().workspace(spec);
+    /// # let _ = options;
+    /// ```
+    pub fn workspace(mut self, spec: WorkspaceSpec) -> Self {
+        self.workspace = Some(spec);
         self
     }
 }

@@ -1,7 +1,10 @@
 //! A session: one Codex thread; each prompt is a run (a turn) that ends in a result, a typed value, or a phased error.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use codex_relay_core::workspace::Workspace;
 use codex_relay_core::{Relay, SessionHandle, SessionSnapshot};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -46,6 +49,8 @@ pub struct Session {
     approval: Approval,
     deadline: Option<Duration>,
     grace: Duration,
+    /// The isolated copy the session works in; removed when the last clone goes.
+    workspace: Option<Arc<Workspace>>,
 }
 
 impl Session {
@@ -54,6 +59,7 @@ impl Session {
         servers: Servers,
         handle: SessionHandle,
         options: SessionOptions,
+        workspace: Option<Workspace>,
     ) -> Self {
         Self {
             relay,
@@ -62,7 +68,14 @@ impl Session {
             approval: options.approval,
             deadline: options.deadline,
             grace: options.grace,
+            workspace: workspace.map(Arc::new),
         }
+    }
+
+    /// The isolated copy this session works in (its `cwd`), with
+    /// [`SessionOptions::workspace`] or a resumed isolated session; `None` otherwise.
+    pub fn workspace(&self) -> Option<&Path> {
+        self.workspace.as_deref().map(Workspace::path)
     }
 
     /// The session's id (its Codex thread id): `Client::resume`, `codex-relay run --resume`,
@@ -113,7 +126,8 @@ impl Session {
 
     /// Ends the session in this client and frees its slot. Its thread stays in the store and
     /// in Codex: another client or process (`codex-relay run --resume`, MCP, HTTP) can
-    /// continue it; this client cannot.
+    /// continue it; this client cannot. An isolated copy is removed once no clone of this
+    /// session is left.
     pub async fn close(self) -> Result<(), Error> {
         Ok(self.relay.close(self.handle.id(), false).await?)
     }

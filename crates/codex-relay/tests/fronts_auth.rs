@@ -103,7 +103,10 @@ async fn doctor_shows_where_the_credentials_come_from_without_the_secret(version
     let (ok, before) = doctor(&[]);
     assert!(ok, "{before}");
     assert!(before.contains("credentials:     none"), "{before}");
-    assert!(before.contains("auth:            not logged in"), "{before}");
+    assert!(
+        before.contains("auth:            not logged in"),
+        "{before}"
+    );
 
     let (ok, text) = doctor(&["--api-key-env", "RELAY_TEST_KEY"]);
     assert!(ok, "{text}");
