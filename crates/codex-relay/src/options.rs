@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 pub use codex_relay_protocol::v2::SandboxMode;
 
 use crate::approval::Approval;
+use crate::questions::Questions;
 use crate::tool::Tool;
 use crate::workspace::WorkspaceSpec;
 
@@ -43,6 +44,7 @@ pub struct SessionOptions {
     pub(crate) deadline: Option<Duration>,
     pub(crate) grace: Duration,
     pub(crate) workspace: Option<WorkspaceSpec>,
+    pub(crate) questions: Questions,
 }
 
 impl Default for SessionOptions {
@@ -60,6 +62,7 @@ impl Default for SessionOptions {
             deadline: None,
             grace: DEFAULT_INTERRUPT_GRACE,
             workspace: None,
+            questions: Questions::Unanswered,
         }
     }
 }
@@ -91,6 +94,13 @@ impl SessionOptions {
     /// Who decides when Codex asks (default: [`Approval::Never`]).
     pub fn approval(mut self, approval: Approval) -> Self {
         self.approval = approval;
+        self
+    }
+
+    /// Who answers the model's questions and MCP elicitations (default:
+    /// [`Questions::Unanswered`]: other fronts may; else the approval timeout declines them).
+    pub fn questions(mut self, questions: Questions) -> Self {
+        self.questions = questions;
         self
     }
 

@@ -15,6 +15,7 @@ use crate::approval::Approval;
 use crate::client::Servers;
 use crate::error::Error;
 use crate::options::SessionOptions;
+use crate::questions::Questions;
 use crate::result::{RunResult, RunStream, Typed};
 use crate::run::{RunCtx, TurnSpec, drive};
 
@@ -47,6 +48,7 @@ pub struct Session {
     servers: Servers,
     handle: SessionHandle,
     approval: Approval,
+    questions: Questions,
     deadline: Option<Duration>,
     grace: Duration,
     /// The isolated copy the session works in; removed when the last clone goes.
@@ -66,6 +68,7 @@ impl Session {
             servers,
             handle,
             approval: options.approval,
+            questions: options.questions,
             deadline: options.deadline,
             grace: options.grace,
             workspace: workspace.map(Arc::new),
@@ -97,6 +100,7 @@ impl Session {
             output_schema: None,
             deadline: self.deadline,
             grace: self.grace,
+            plan_mode: false,
         }
     }
 
@@ -138,6 +142,7 @@ impl Session {
             servers: self.servers.clone(),
             handle: self.handle.clone(),
             approval: self.approval.clone(),
+            questions: self.questions.clone(),
         }
     }
 }
@@ -151,9 +156,17 @@ pub struct Prompt<'a> {
     output_schema: Option<Value>,
     deadline: Option<Duration>,
     grace: Duration,
+    plan_mode: bool,
 }
 
 impl Prompt<'_> {
+    /// Runs this turn in Codex's plan collaboration mode, where the model may ask questions
+    /// (`request_user_input`); they go to [`crate::SessionOptions::questions`].
+    pub fn plan_mode(mut self) -> Self {
+        self.plan_mode = true;
+        self
+    }
+
     /// This run's deadline: at expiry the turn is interrupted; if it has not stopped after
     /// the grace, Codex's process group is killed. Either way the run fails in the `budget`
     /// phase with [`crate::ErrorKind::Deadline`] saying which happened.
@@ -183,6 +196,7 @@ impl Prompt<'_> {
                 output_schema: self.output_schema,
                 deadline: self.deadline,
                 grace: self.grace,
+                plan_mode: self.plan_mode,
             },
         )
     }
