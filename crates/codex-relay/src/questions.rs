@@ -175,6 +175,7 @@ impl Question {
                 }),
                 _ => Some(base(QuestionKind::Question)),
             },
+            PendingKind::Elicitation if crate::approval::is_mcp_tool_approval(view) => None,
             PendingKind::Elicitation => {
                 let d = &view.details;
                 let text = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_owned);

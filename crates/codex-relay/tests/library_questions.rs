@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use codex_relay::event::Ev;
-use codex_relay::{Answer, Client, Question, QuestionKind, Questions, SessionOptions};
+use codex_relay::{
+    Answer, Approval, ApprovalDecision, ApprovalKind, ApprovalRequest, Client, Question,
+    QuestionKind, Questions, SessionOptions,
+};
 use codex_relay_testkit::{CodexHome, Item, ModelServer, Reply, for_each_codex};
 use serde_json::json;
 
@@ -14,6 +17,7 @@ for_each_codex!(
     a_question_callback_sees_the_options_and_its_answer_reaches_the_model,
     a_declined_or_panicking_answer_fails_closed_at_once,
     an_unanswered_question_is_declined_at_the_approval_timeout,
+    an_mcp_elicitation_is_answered_by_the_callback,
 );
 
 struct Bed {
@@ -151,4 +155,114 @@ async fn an_unanswered_question_is_declined_at_the_approval_timeout(version: &'s
     assert_eq!(resolved.1, "timeout", "{resolved:?}");
     assert!(took >= Duration::from_secs(2), "{took:?}");
     bed.client.shutdown().await;
+}
+
+/// Codex uses a small MCP server (tests/fakes/eliciting-mcp-server) whose `deploy` tool asks
+/// for a form with `elicitation/create`; Codex 0.169 passes it on as
+/// `mcpServer/elicitation/request`. Codex first asks to call the MCP tool at all, also as an
+/// elicitation (`_meta.codex_approval_kind`): that one goes to the approval policy.
+async fn an_mcp_elicitation_is_answered_by_the_callback(version: &'static str) {
+    if version == "0.98.0" {
+        eprintln!(
+            "skipped on Codex 0.98: it does not pass MCP elicitations on (its schema has no mcpServer/elicitation/request; the server's elicitation/create goes unanswered until Codex's 60 s tool timeout)"
+        );
+        return;
+    }
+    let server =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fakes/eliciting-mcp-server");
+    let model = ModelServer::start().await;
+    let home = CodexHome::with_options(
+        model.url(),
+        &codex_relay_testkit::HomeOptions {
+            extra_toml: format!(
+                "[mcp_servers.deployer]\ncommand = \"python3\"\nargs = [{:?}]\n",
+                server.display().to_string()
+            ),
+            ..Default::default()
+        },
+    );
+    let client = library_support::builder(version, &home)
+        .approval_timeout(Duration::from_secs(120))
+        .build()
+        .await
+        .unwrap();
+    let seen: Arc<Mutex<Vec<Question>>> = Arc::default();
+    let record = seen.clone();
+    let questions = Questions::callback(move |q: Question| {
+        record.lock().unwrap().push(q);
+        async { Answer::Accept(json!({"env": "staging"})) }
+    });
+    let approvals: Arc<Mutex<Vec<ApprovalRequest>>> = Arc::default();
+    let asked = approvals.clone();
+    let approval = Approval::callback(move |req: ApprovalRequest| {
+        asked.lock().unwrap().push(req);
+        async { ApprovalDecision::Approve }
+    });
+    let session = client
+        .session(
+            SessionOptions::new()
+                .cwd(home.workspace().display().to_string())
+                .approval(approval)
+                .questions(questions),
+        )
+        .await
+        .unwrap();
+    // Codex starts MCP servers in the background: turns before the server is up do not offer
+    // its tools.
+    let mut ready = false;
+    for _ in 0..40 {
+        model.push([Reply::text("warming up")]);
+        session.run("are you ready?").await.unwrap();
+        let last = model.requests().last().cloned().unwrap();
+        if last.tool_names().iter().any(|t| t == "mcp__deployer") {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(ready, "Codex offers the MCP server's tools");
+    let before = model.requests().len();
+    model.push([
+        Reply::items(vec![Item::NamespacedCall {
+            namespace: "mcp__deployer".into(),
+            name: "deploy".into(),
+            arguments: "{}".into(),
+            call_id: "call_e".into(),
+        }]),
+        Reply::text("deployed"),
+    ]);
+    let run = session.run("deploy it").await.expect("the turn completes");
+    assert_eq!(run.text, "deployed");
+    let approvals = approvals.lock().unwrap().clone();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0].kind, ApprovalKind::McpToolCall);
+    assert!(
+        approvals[0]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("deploy"),
+        "{approvals:?}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "only the server's own form: {seen:?}");
+    assert_eq!(seen[0].kind, QuestionKind::Elicitation);
+    assert_eq!(seen[0].server.as_deref(), Some("deployer"));
+    assert_eq!(
+        seen[0].message.as_deref(),
+        Some("Deploy to which environment?")
+    );
+    assert_eq!(
+        seen[0].requested_schema.as_ref().unwrap()["properties"]["env"]["enum"],
+        json!(["staging", "prod"])
+    );
+    let output = model.requests()[before + 1]
+        .tool_output("call_e")
+        .expect("the tool's result reached the model");
+    assert!(
+        output.contains(r#"\"action\": \"accept\""#)
+            && output.contains(r#"\"content\": {\"env\": \"staging\"}"#),
+        "the form content reached the MCP server: {output}"
+    );
+    client.shutdown().await;
 }
