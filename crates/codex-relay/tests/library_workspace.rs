@@ -66,12 +66,33 @@ async fn a_library_session_resumes_in_a_fresh_copy_of_its_mounts(version: &'stat
         "the first copy is removed with its session"
     );
 
-    // A new client on the same store: the session continues in a fresh copy of its mounts.
-    model.push([Reply::exec(SECOND, "call-2"), Reply::text("second done")]);
+    // A new client on the same store. A spec outside its allowed roots is refused before
+    // Codex is asked anything, and the session stays as it was.
     let client = library_support::builder(version, &home)
         .build()
         .await
         .unwrap();
+    let outside = WorkspaceSpec {
+        allowed_host_roots: vec![home.workspace().to_path_buf()],
+        ..spec(&home, &host)
+    };
+    let refused = client
+        .resume(&id, SessionOptions::new().workspace(outside))
+        .await
+        .err()
+        .expect("outside the allowed roots");
+    assert!(
+        refused.message().contains("outside the allowed host roots"),
+        "{refused}"
+    );
+    assert_eq!(model.requests().len(), 2, "the model saw nothing new");
+    assert!(
+        client.relay().codex_processes().is_empty(),
+        "Codex was not started"
+    );
+
+    // Without a spec: the session continues in a fresh copy of its stored mounts.
+    model.push([Reply::exec(SECOND, "call-2"), Reply::text("second done")]);
     let session = client.resume(&id, SessionOptions::new()).await.unwrap();
     let second_copy = session
         .workspace()
