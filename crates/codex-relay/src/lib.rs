@@ -81,6 +81,14 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Credentials, isolated workspaces, questions
+//!
+//! [`ClientBuilder::api_key_env`] and [`ClientBuilder::chatgpt_tokens_file`] log every Codex
+//! the client starts in ([`credentials`]). [`SessionOptions::workspace`] runs a session in a
+//! temporary copy of host directories ([`workspace`]); [`Client::resume`] continues it later in
+//! a fresh copy. [`SessionOptions::questions`] answers the model's questions (in plan mode,
+//! [`Prompt::plan_mode`]) and MCP servers' elicitations, failing closed.
+//!
 //! # Errors
 //!
 //! Every failure is an [`Error`] with a [`Phase`] — `request`, `response`, `tool`, `budget`,
