@@ -89,6 +89,10 @@ pub enum ApprovalKind {
     FileChange,
     /// Widen the sandbox's permissions.
     Permissions,
+    /// Call a tool of an MCP server (Codex 0.169 asks this as an MCP elicitation whose
+    /// `_meta.codex_approval_kind` is `mcp_tool_call`); [`ApprovalRequest::reason`] holds
+    /// Codex's question, the details the tool and its arguments.
+    McpToolCall,
 }
 
 /// One request for approval, as your callback sees it.
@@ -126,6 +130,16 @@ impl ApprovalRequest {
             reason: None,
             details: view.details.clone(),
         };
+        if is_mcp_tool_approval(view) {
+            return Some(ApprovalRequest {
+                reason: view
+                    .details
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                ..base(ApprovalKind::McpToolCall)
+            });
+        }
         if !matches!(
             view.kind,
             PendingKind::CommandApproval
@@ -168,6 +182,16 @@ impl ApprovalRequest {
             _ => return None,
         })
     }
+}
+
+/// An MCP elicitation that is really Codex asking to call an MCP tool (0.169:
+/// `_meta.codex_approval_kind`), which the approval policy answers, not the questions policy.
+pub(crate) fn is_mcp_tool_approval(view: &PendingView) -> bool {
+    view.kind == PendingKind::Elicitation
+        && view
+            .details
+            .pointer("/_meta/codex_approval_kind")
+            .is_some_and(|k| !k.is_null())
 }
 
 /// Your answer to an [`ApprovalRequest`].

@@ -64,6 +64,8 @@ pub struct RunArgs {
     /// thread id) instead of starting a new one.
     #[arg(long, value_name = "ID")]
     resume: Option<String>,
+    #[command(flatten)]
+    workspace: crate::cli_workspace::WorkspaceArgs,
 }
 
 /// `90s`, `5m`, `1h`, `1500ms`, or plain seconds.
@@ -123,9 +125,15 @@ fn options(args: &RunArgs, approval: Approval) -> anyhow::Result<SessionOptions>
             .with_context(|| format!("--cwd {}", dir.display()))?,
         None => std::env::current_dir().context("the current directory")?,
     };
-    let mut opts = SessionOptions::new()
-        .cwd(cwd.display().to_string())
-        .approval(approval);
+    let mut opts = SessionOptions::new().approval(approval);
+    // A resumed session stays where it was (or, isolated, gets a fresh copy of its mounts)
+    // unless --cwd or --mount says otherwise.
+    if args.resume.is_none() || args.cwd.is_some() {
+        opts = opts.cwd(cwd.display().to_string());
+    }
+    if let Some(spec) = args.workspace.spec(&cwd)? {
+        opts = opts.workspace(spec);
+    }
     if let Some(m) = &args.model {
         opts = opts.model(m);
     }
@@ -155,10 +163,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args, approval)?;
     let client = Client::from_relay(args.engine.open().await?);
     let outcome = tokio::select! {
-        r = run_once(&client, &args, opts, prompt, schema) => r,
+        r = run_once(&client, &args, opts, prompt, schema) => Ok(r),
         _ = shutdown_signal() => Err(Interrupted),
     };
-    if outcome.is_err() {
+    if !matches!(outcome, Ok(Ok(()))) {
         // The running turn is interrupted first, so the stored session records it.
         for s in client.relay().sessions() {
             if s.status.is_running() {
@@ -170,7 +178,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     client.shutdown().await;
     Ok(match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => ExitCode::from(e.phase().exit_code()),
         Err(Interrupted) => {
             eprintln!("codex-relay: interrupted; Codex stopped");
             ExitCode::from(EXIT_SIGNAL)
@@ -181,23 +190,27 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// SIGINT/SIGTERM arrived during the run.
 struct Interrupted;
 
-/// Runs the turn, prints what it gives, and exits the process with the phase's code on error.
+/// Runs the turn and prints what it gives; an error is reported on stderr and returned for
+/// its exit code. The session (and an isolated copy with it) is dropped on return.
 async fn run_once(
     client: &Client,
     args: &RunArgs,
     opts: SessionOptions,
     prompt: String,
     schema: Option<Value>,
-) -> Result<(), Interrupted> {
+) -> Result<(), Error> {
     let session = match &args.resume {
         Some(id) => client.resume(id, opts).await,
         None => client.session(opts).await,
     };
-    let session = match session {
-        Ok(s) => s,
-        Err(e) => fail(client, &e).await,
-    };
+    let session = session.map_err(report)?;
     eprintln!("codex-relay: session {}", session.id());
+    if let Some(ws) = session.workspace() {
+        eprintln!(
+            "codex-relay: workspace {} (an isolated copy, removed when the run ends)",
+            ws.display()
+        );
+    }
     let mut p = session.prompt(prompt);
     if let Some(s) = schema.clone() {
         p = p.output_schema(s);
@@ -219,15 +232,12 @@ async fn run_once(
         }
     }
     progress.clear();
-    let result = match stream.finish().await {
-        Ok(r) => r,
-        Err(e) => fail(client, &e).await,
-    };
+    let result = stream.finish().await.map_err(report)?;
     if schema.is_some() {
         match result.parse::<Value>() {
             Ok(v) if !args.json => println!("{v}"),
             Ok(_) => {}
-            Err(e) => fail(client, &e).await,
+            Err(e) => return Err(report(e)),
         }
     } else if !args.json {
         println!("{}", result.text);
@@ -235,9 +245,8 @@ async fn run_once(
     Ok(())
 }
 
-/// Reports `e` on stderr (with Codex's raw error info, stderr tail and raw text when known),
-/// stops Codex and exits with the phase's code.
-async fn fail(client: &Client, e: &Error) -> ! {
+/// Reports `e` on stderr, with Codex's raw error info, stderr tail and raw text when known.
+fn report(e: Error) -> Error {
     eprintln!("codex-relay: {e}");
     if let Some(info) = e.codex_error_info() {
         eprintln!("codex-relay: codexErrorInfo: {info}");
@@ -248,8 +257,7 @@ async fn fail(client: &Client, e: &Error) -> ! {
     if let Some(tail) = e.stderr_tail() {
         eprintln!("codex-relay: Codex's stderr (last lines):\n{tail}");
     }
-    client.shutdown().await;
-    std::process::exit(i32::from(e.phase().exit_code()))
+    e
 }
 
 /// The exit codes, for `--help` and docs/RUN.md.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use codex_relay_codex::{AppServer, AppServerConfig};
 use codex_relay_core::{CreateOptions, Relay, RelayConfig};
 
+use crate::credentials::{AuthConfig, AuthSource};
 use crate::error::Error;
 use crate::options::SessionOptions;
 use crate::result::RunResult;
@@ -16,7 +17,8 @@ use crate::session::Session;
 /// Settings for a [`Client`]: the same ones `codex-relay serve`/`mcp`/`run` take, with the
 /// same defaults. Start from [`ClientBuilder::from_env`] to honour the binary's environment
 /// variables (`CODEX_CLI_PATH`, `CODEX_HOME`, `CODEX_RELAY_DATA_DIR`, `CODEX_RELAY_DB`,
-/// `APPROVAL_TIMEOUT_MS`, `MAX_SESSIONS`, `EVENT_BUFFER_SIZE`).
+/// `APPROVAL_TIMEOUT_MS`, `MAX_SESSIONS`, `EVENT_BUFFER_SIZE`, `CODEX_RELAY_API_KEY_ENV`,
+/// `CODEX_RELAY_CHATGPT_TOKENS`).
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     codex: Option<PathBuf>,
@@ -29,6 +31,7 @@ pub struct ClientBuilder {
     startup_timeout: Option<Duration>,
     overrides: Vec<String>,
     env: Vec<(OsString, Option<OsString>)>,
+    auth: Option<AuthSource>,
 }
 
 impl Default for ClientBuilder {
@@ -44,6 +47,7 @@ impl Default for ClientBuilder {
             startup_timeout: None,
             overrides: Vec::new(),
             env: Vec::new(),
+            auth: None,
         }
     }
 }
@@ -82,6 +86,14 @@ impl ClientBuilder {
         }
         if let Some(n) = env_num("EVENT_BUFFER_SIZE") {
             b.event_buffer = n;
+        }
+        if let Some(path) = env_path("CODEX_RELAY_CHATGPT_TOKENS") {
+            b = b.chatgpt_tokens_file(path);
+        }
+        if let Ok(name) = std::env::var("CODEX_RELAY_API_KEY_ENV")
+            && !name.is_empty()
+        {
+            b = b.api_key_env(name);
         }
         b
     }
@@ -147,6 +159,42 @@ impl ClientBuilder {
         self
     }
 
+    /// The credentials every Codex this client starts is logged in with (`account/login/start`
+    /// right after its handshake, again after a restart), and the token refresh callback. The
+    /// default sends none: Codex uses what its `CODEX_HOME` holds (`codex login`). The last
+    /// of [`auth`](Self::auth), [`api_key_env`](Self::api_key_env) and
+    /// [`chatgpt_tokens_file`](Self::chatgpt_tokens_file) wins.
+    pub fn auth(mut self, auth: AuthConfig) -> Self {
+        self.auth = Some(AuthSource::Given(auth));
+        self
+    }
+
+    /// Log Codex in with the API key held by the environment variable `name` (read when the
+    /// client is built; unset or empty is an error naming the variable). Codex keeps the key in
+    /// its `CODEX_HOME/auth.json`. Also `CODEX_RELAY_API_KEY_ENV=NAME` with
+    /// [`from_env`](Self::from_env).
+    pub fn api_key_env(mut self, name: impl Into<String>) -> Self {
+        self.auth = Some(AuthSource::ApiKeyEnv(name.into()));
+        self
+    }
+
+    /// Log Codex in with ChatGPT tokens from a JSON file, read again whenever Codex asks for
+    /// fresh ones (see [`crate::credentials::chatgpt_tokens_from_file`]). Also
+    /// `CODEX_RELAY_CHATGPT_TOKENS=FILE` with [`from_env`](Self::from_env).
+    pub fn chatgpt_tokens_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.auth = Some(AuthSource::TokensFile(path.into()));
+        self
+    }
+
+    /// Where the credentials come from, in words that never include a secret (`none`, `an
+    /// API key from $OPENAI_API_KEY`, ...), for diagnostics.
+    pub fn auth_source(&self) -> String {
+        match &self.auth {
+            Some(source) => source.describe(),
+            None => "none (Codex uses what its CODEX_HOME holds)".into(),
+        }
+    }
+
     /// The engine configuration these settings make (what [`ClientBuilder::build`] opens).
     pub fn relay_config(&self) -> Result<RelayConfig, Error> {
         let binary = match &self.codex {
@@ -183,6 +231,9 @@ impl ClientBuilder {
         config.approval_timeout = self.approval_timeout;
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;
+        if let Some(auth) = &self.auth {
+            config.auth = auth.resolve()?;
+        }
         Ok(config)
     }
 
@@ -279,27 +330,46 @@ impl Client {
     }
 
     /// Opens a new session (a new Codex thread) with `options`; no turn runs yet.
+    /// With [`SessionOptions::workspace`], the session works in a fresh isolated copy.
     pub async fn session(&self, options: SessionOptions) -> Result<Session, Error> {
         let create = options.create_options();
-        let (handle, _) = self.relay.create(create).await?;
+        let (handle, workspace) = match &options.workspace {
+            Some(spec) => {
+                let ((handle, _), ws) = self.relay.create_isolated(spec, create).await?;
+                (handle, Some(ws))
+            }
+            None => (self.relay.create(create).await?.0, None),
+        };
         Ok(Session::new(
             self.relay.clone(),
             self.servers.clone(),
             handle,
             options,
+            workspace,
         ))
     }
 
     /// Continues a session by id: one of this store's, or any Codex thread id, which Codex
     /// resumes. `options` give the approval policy, deadline and grace for its runs; the
-    /// thread keeps its own model, directory and sandbox, and tools are not offered again.
+    /// thread keeps its own model and sandbox, and tools are not offered again.
+    ///
+    /// Where it works: with [`SessionOptions::workspace`], in a fresh copy of that spec's
+    /// mounts; else with [`SessionOptions::cwd`], in that directory; else a session created
+    /// in an isolated workspace gets a fresh copy of the same mounts (its old copy is gone,
+    /// and what the earlier runs wrote there is not brought back); else where it was. The new
+    /// directory goes to Codex as `cwd` on `thread/resume` and on the next `turn/start`.
     pub async fn resume(&self, id: &str, options: SessionOptions) -> Result<Session, Error> {
-        let handle = self.relay.session(id).await?;
+        let (handle, workspace) = match (&options.workspace, &options.cwd) {
+            (Some(spec), _) => self.relay.resume_isolated(id, Some(spec)).await?,
+            (None, Some(cwd)) => (self.relay.resume_in(id, Some(cwd)).await?, None),
+            (None, None) => self.relay.resume_isolated(id, None).await?,
+        };
         Ok(Session::new(
             self.relay.clone(),
             self.servers.clone(),
             handle,
             options,
+            workspace,
         ))
     }
 

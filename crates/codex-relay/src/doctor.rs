@@ -20,6 +20,8 @@ pub struct DoctorArgs {
     /// How long app-server may take to answer `initialize`.
     #[arg(long, default_value_t = 10_000)]
     startup_timeout_ms: u64,
+    #[command(flatten)]
+    auth: crate::auth_args::AuthArgs,
 }
 
 /// `codex` on PATH, resolved to a full path.
@@ -60,6 +62,28 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     );
 
+    // The credentials the relay would send: checked here, and Codex is logged in with them
+    // below so that `auth:` shows what a relay's Codex would hold. Secrets are never printed.
+    let source = args
+        .auth
+        .apply(codex_relay::ClientBuilder::new())
+        .auth_source();
+    let auth = match (&args.auth.api_key_env, &args.auth.chatgpt_tokens) {
+        (Some(name), _) => Some(codex_relay::credentials::api_key_from_env(name)),
+        (None, Some(file)) => Some(codex_relay::credentials::chatgpt_tokens_from_file(file)),
+        (None, None) => None,
+    };
+    let auth = match auth.transpose() {
+        Ok(auth) => {
+            println!("credentials:     {source}");
+            auth
+        }
+        Err(e) => {
+            println!("credentials:     FAILED: {}", e.message());
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+
     let mut config = AppServerConfig::new(&binary);
     config.codex_home = args.codex_home;
     config.startup_timeout = timeout;
@@ -76,6 +100,15 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             println!("user agent:      {}", init.user_agent);
             if let Some(home) = &init.codex_home {
                 println!("codex home:      {home}");
+            }
+            if let Some(auth) = &auth {
+                codex_relay_core::auth::serve_unrouted(&server, auth);
+                if let Err(e) = codex_relay_core::auth::login(&server, auth).await {
+                    println!("login:           FAILED: {e}");
+                    server.shutdown(Duration::from_secs(2)).await;
+                    return Ok(ExitCode::FAILURE);
+                }
+                println!("login:           accepted (account/login/start)");
             }
             match codex_relay_core::auth::account_state(&server).await {
                 Ok(state) => println!("auth:            {state}"),

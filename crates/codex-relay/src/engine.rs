@@ -43,6 +43,8 @@ pub struct EngineArgs {
     /// crash touches at most this many; 0 shares one process among all sessions.
     #[arg(long, env = "SESSIONS_PER_CODEX", default_value_t = codex_relay_core::relay::DEFAULT_SESSIONS_PER_CODEX)]
     pub sessions_per_codex: usize,
+    #[command(flatten)]
+    pub auth: crate::auth_args::AuthArgs,
 }
 
 impl EngineArgs {
@@ -65,7 +67,7 @@ impl EngineArgs {
         if let Some(db) = &self.db {
             b = b.store(db);
         }
-        b
+        self.auth.apply(b)
     }
 
     pub fn relay_config(&self) -> anyhow::Result<RelayConfig> {
@@ -78,6 +80,7 @@ impl EngineArgs {
 
     pub async fn open(&self) -> anyhow::Result<Relay> {
         let config = self.relay_config()?;
+        let auth = self.builder().auth_source();
         // The settings in effect, for operators (and the knob tests); a Postgres URL may hold a
         // password, so only its scheme is shown.
         let store = if config.store.starts_with("postgres") {
@@ -93,6 +96,7 @@ impl EngineArgs {
             max_sessions = config.max_sessions,
             event_buffer = config.event_buffer,
             sessions_per_codex = config.sessions_per_codex,
+            credentials = %auth,
             "engine settings"
         );
         Relay::open(config)

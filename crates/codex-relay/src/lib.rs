@@ -81,6 +81,14 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Credentials, isolated workspaces, questions
+//!
+//! [`ClientBuilder::api_key_env`] and [`ClientBuilder::chatgpt_tokens_file`] log every Codex
+//! the client starts in ([`credentials`]). [`SessionOptions::workspace`] runs a session in a
+//! temporary copy of host directories ([`workspace`]); [`Client::resume`] continues it later in
+//! a fresh copy. [`SessionOptions::questions`] answers the model's questions (in plan mode,
+//! [`Prompt::plan_mode`]) and MCP servers' elicitations, failing closed.
+//!
 //! # Errors
 //!
 //! Every failure is an [`Error`] with a [`Phase`] — `request`, `response`, `tool`, `budget`,
@@ -90,9 +98,11 @@
 
 mod approval;
 mod client;
+pub mod credentials;
 mod error;
 mod options;
 mod procs;
+mod questions;
 mod result;
 mod run;
 mod schema;
@@ -103,6 +113,7 @@ pub use approval::{Approval, ApprovalDecision, ApprovalKind, ApprovalRequest};
 pub use client::{Client, ClientBuilder};
 pub use error::{Error, ErrorKind, Phase, phase_of_error_info};
 pub use options::{DEFAULT_INTERRUPT_GRACE, SandboxMode, SessionOptions};
+pub use questions::{Answer, Question, QuestionItem, QuestionKind, Questions};
 pub use result::{RunEvent, RunResult, RunStream, ToolCall, TurnUsage, Typed};
 pub use schema::{make_strict, output_schema};
 pub use session::{Prompt, Session};
@@ -111,6 +122,14 @@ pub use tool::{DEFAULT_TOOL_TIMEOUT, Tool};
 /// The engine underneath (sessions, the event model, the store), for what this API does not
 /// wrap.
 pub use codex_relay_core as core;
+/// Isolated workspaces: host directories copied into a temporary directory Codex works in
+/// ([`SessionOptions::workspace`]), with include/exclude globs, byte budgets and allowed
+/// host roots.
+pub mod workspace {
+    pub use codex_relay_core::workspace::{
+        HostMount, MountPreview, Workspace, WorkspaceError, WorkspaceSpec, fingerprint,
+    };
+}
 /// The session-protocol event model: envelopes, events, deltas, token usage.
 pub mod event {
     pub use codex_relay_core::event::{

@@ -1,7 +1,9 @@
 //! The `codex-relay` command line.
 
 mod ask;
+mod auth_args;
 mod cli_run;
+mod cli_workspace;
 mod demo;
 mod demo_model;
 mod doctor;

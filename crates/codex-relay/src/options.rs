@@ -7,7 +7,9 @@ use serde_json::{Map, Value};
 pub use codex_relay_protocol::v2::SandboxMode;
 
 use crate::approval::Approval;
+use crate::questions::Questions;
 use crate::tool::Tool;
+use crate::workspace::WorkspaceSpec;
 
 /// How long a turn may take to stop after `turn/interrupt` before Codex's process group is
 /// killed, unless [`SessionOptions::interrupt_grace`] says otherwise.
@@ -41,6 +43,8 @@ pub struct SessionOptions {
     pub(crate) tools: Vec<Tool>,
     pub(crate) deadline: Option<Duration>,
     pub(crate) grace: Duration,
+    pub(crate) workspace: Option<WorkspaceSpec>,
+    pub(crate) questions: Questions,
 }
 
 impl Default for SessionOptions {
@@ -57,6 +61,8 @@ impl Default for SessionOptions {
             tools: Vec::new(),
             deadline: None,
             grace: DEFAULT_INTERRUPT_GRACE,
+            workspace: None,
+            questions: Questions::Unanswered,
         }
     }
 }
@@ -88,6 +94,13 @@ impl SessionOptions {
     /// Who decides when Codex asks (default: [`Approval::Never`]).
     pub fn approval(mut self, approval: Approval) -> Self {
         self.approval = approval;
+        self
+    }
+
+    /// Who answers the model's questions and MCP elicitations (default:
+    /// [`Questions::Unanswered`]: other fronts may; else the approval timeout declines them).
+    pub fn questions(mut self, questions: Questions) -> Self {
+        self.questions = questions;
         self
     }
 
@@ -132,6 +145,28 @@ impl SessionOptions {
     /// Codex's process group is killed (default 5 s).
     pub fn interrupt_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+
+    /// Work in an isolated copy: the spec's host mounts are copied into a fresh temporary
+    /// directory, which becomes the session's `cwd` (replacing [`cwd`](Self::cwd)); a mount
+    /// outside the allowed roots or over a budget is refused before Codex starts. The copy is
+    /// removed when the last clone of the [`crate::Session`] is dropped or closed; the host is
+    /// never written. The spec is stored with the session: [`crate::Client::resume`] makes a
+    /// fresh copy of the same mounts (or of the spec it is given).
+    ///
+    /// ```
+    /// use codex_relay::SessionOptions;
+    /// use codex_relay::workspace::{HostMount, WorkspaceSpec};
+    ///
+    /// let spec = WorkspaceSpec::new(["/home/me/projects"])
+    ///     .mount(HostMount::new("/home/me/projects/app", "app").exclude(["target", ".git"]))
+    ///     .max_bytes(50 << 20);
+    /// let options = SessionOptions::new().workspace(spec);
+    /// # let _ = options;
+    /// ```
+    pub fn workspace(mut self, spec: WorkspaceSpec) -> Self {
+        self.workspace = Some(spec);
         self
     }
 }

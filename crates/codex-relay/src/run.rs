@@ -13,6 +13,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::approval::{Approval, ApprovalRequest};
 use crate::client::Servers;
 use crate::error::{Error, ErrorKind, Phase};
+use crate::questions::{Question, Questions};
 use crate::result::{RunEvent, RunResult, TurnUsage};
 
 /// Events read from the session log at a time.
@@ -24,6 +25,7 @@ pub(crate) struct TurnSpec {
     pub output_schema: Option<Value>,
     pub deadline: Option<Duration>,
     pub grace: Duration,
+    pub plan_mode: bool,
 }
 
 /// Everything a run needs from its session.
@@ -33,6 +35,7 @@ pub(crate) struct RunCtx {
     pub servers: Servers,
     pub handle: SessionHandle,
     pub approval: Approval,
+    pub questions: Questions,
 }
 
 /// The deadline's progress.
@@ -76,6 +79,7 @@ pub(crate) async fn drive(
     let say = SayInput {
         text: spec.text,
         output_schema: spec.output_schema,
+        plan_mode: spec.plan_mode,
         ..Default::default()
     };
     let said = match spec.deadline {
@@ -277,14 +281,19 @@ impl Seen {
     }
 }
 
-/// Answers an approval the session logged, by the run's policy, on its own task.
+/// Answers an approval, a question or an elicitation the session logged, by the run's
+/// policies, on its own task.
 fn answer_approval(ctx: &RunCtx, request: &Value) {
     let Ok(view) = serde_json::from_value::<PendingView>(request.clone()) else {
         return;
     };
+    if let Some(question) = Question::from_pending(&view) {
+        answer_question(ctx, view, question);
+        return;
+    }
     let Some(req) = ApprovalRequest::from_pending(&view) else {
-        // Questions, elicitations, tools without a handler: left to other fronts and to
-        // the approval timeout, which declines them.
+        // Tools without a handler and unknown requests: left to other fronts and to the
+        // approval timeout, which declines them.
         return;
     };
     let ctx = ctx.clone();
@@ -299,6 +308,36 @@ fn answer_approval(ctx: &RunCtx, request: &Value) {
             Ok(_) => {}
             // Someone else answered first, or the turn ended: nothing to do.
             Err(e) => tracing::debug!(request = %view.id, "approval not sent: {e}"),
+        }
+    });
+}
+
+/// Answers a question or elicitation by the session's [`Questions`] policy. An answer that
+/// does not fit the request is replaced by a decline, so nothing waits for the timeout.
+fn answer_question(ctx: &RunCtx, view: PendingView, question: Question) {
+    if matches!(ctx.questions, Questions::Unanswered) {
+        return;
+    }
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let Some(answer) = ctx.questions.decide(question).await else {
+            return;
+        };
+        let (session, id) = (ctx.handle.id(), view.id.as_str());
+        match ctx
+            .relay
+            .respond(session, id, &answer.words(), "library")
+            .await
+        {
+            Ok(_) => {}
+            Err(codex_relay_core::RelayError::InvalidAnswer { message, .. }) => {
+                tracing::warn!(request = %id, "the question callback's answer does not fit ({message}); declining");
+                let words = crate::questions::Answer::Decline.words();
+                if let Err(e) = ctx.relay.respond(session, id, &words, "library").await {
+                    tracing::debug!(request = %id, "decline not sent: {e}");
+                }
+            }
+            Err(e) => tracing::debug!(request = %id, "answer not sent: {e}"),
         }
     });
 }

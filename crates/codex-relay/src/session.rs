@@ -1,7 +1,10 @@
 //! A session: one Codex thread; each prompt is a run (a turn) that ends in a result, a typed value, or a phased error.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use codex_relay_core::workspace::Workspace;
 use codex_relay_core::{Relay, SessionHandle, SessionSnapshot};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -12,6 +15,7 @@ use crate::approval::Approval;
 use crate::client::Servers;
 use crate::error::Error;
 use crate::options::SessionOptions;
+use crate::questions::Questions;
 use crate::result::{RunResult, RunStream, Typed};
 use crate::run::{RunCtx, TurnSpec, drive};
 
@@ -44,8 +48,11 @@ pub struct Session {
     servers: Servers,
     handle: SessionHandle,
     approval: Approval,
+    questions: Questions,
     deadline: Option<Duration>,
     grace: Duration,
+    /// The isolated copy the session works in; removed when the last clone goes.
+    workspace: Option<Arc<Workspace>>,
 }
 
 impl Session {
@@ -54,15 +61,24 @@ impl Session {
         servers: Servers,
         handle: SessionHandle,
         options: SessionOptions,
+        workspace: Option<Workspace>,
     ) -> Self {
         Self {
             relay,
             servers,
             handle,
             approval: options.approval,
+            questions: options.questions,
             deadline: options.deadline,
             grace: options.grace,
+            workspace: workspace.map(Arc::new),
         }
+    }
+
+    /// The isolated copy this session works in (its `cwd`), with
+    /// [`SessionOptions::workspace`] or a resumed isolated session; `None` otherwise.
+    pub fn workspace(&self) -> Option<&Path> {
+        self.workspace.as_deref().map(Workspace::path)
     }
 
     /// The session's id (its Codex thread id): `Client::resume`, `codex-relay run --resume`,
@@ -84,6 +100,7 @@ impl Session {
             output_schema: None,
             deadline: self.deadline,
             grace: self.grace,
+            plan_mode: false,
         }
     }
 
@@ -113,7 +130,8 @@ impl Session {
 
     /// Ends the session in this client and frees its slot. Its thread stays in the store and
     /// in Codex: another client or process (`codex-relay run --resume`, MCP, HTTP) can
-    /// continue it; this client cannot.
+    /// continue it; this client cannot. An isolated copy is removed once no clone of this
+    /// session is left.
     pub async fn close(self) -> Result<(), Error> {
         Ok(self.relay.close(self.handle.id(), false).await?)
     }
@@ -124,6 +142,7 @@ impl Session {
             servers: self.servers.clone(),
             handle: self.handle.clone(),
             approval: self.approval.clone(),
+            questions: self.questions.clone(),
         }
     }
 }
@@ -137,9 +156,17 @@ pub struct Prompt<'a> {
     output_schema: Option<Value>,
     deadline: Option<Duration>,
     grace: Duration,
+    plan_mode: bool,
 }
 
 impl Prompt<'_> {
+    /// Runs this turn in Codex's plan collaboration mode, where the model may ask questions
+    /// (`request_user_input`); they go to [`crate::SessionOptions::questions`].
+    pub fn plan_mode(mut self) -> Self {
+        self.plan_mode = true;
+        self
+    }
+
     /// This run's deadline: at expiry the turn is interrupted; if it has not stopped after
     /// the grace, Codex's process group is killed. Either way the run fails in the `budget`
     /// phase with [`crate::ErrorKind::Deadline`] saying which happened.
@@ -169,6 +196,7 @@ impl Prompt<'_> {
                 output_schema: self.output_schema,
                 deadline: self.deadline,
                 grace: self.grace,
+                plan_mode: self.plan_mode,
             },
         )
     }

@@ -197,6 +197,8 @@ impl Actor {
             thread_id: self.shared.id.clone(),
             input: items,
             output_schema: input.output_schema.clone(),
+            // Moved to another directory since the thread was loaded (a fresh isolated copy).
+            cwd: self.shared.pending_cwd(),
             ..Default::default()
         };
         if input.plan_mode {
@@ -207,6 +209,9 @@ impl Actor {
             );
         }
         let turn = server.turn_start(&params).await?.turn;
+        if params.cwd.is_some() {
+            self.shared.moved_cwd_sent();
+        }
         self.shared
             .turn_started(&turn.id, input.output_schema.is_some());
         self.shared.persist();

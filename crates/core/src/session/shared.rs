@@ -621,6 +621,11 @@ impl SessionShared {
         self.lock().meta.clone()
     }
 
+    /// Changes the state under the lock (callers persist afterwards if it matters).
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut self.lock())
+    }
+
     pub fn snapshot(&self) -> SessionSnapshot {
         let s = self.lock();
         SessionSnapshot {

@@ -21,6 +21,7 @@
 
 mod copy;
 pub mod glob;
+mod resume;
 mod reuse;
 
 use std::path::{Path, PathBuf};

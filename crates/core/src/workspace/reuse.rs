@@ -14,6 +14,8 @@ impl Relay {
     /// mount outside the allowed roots or over a budget is refused with
     /// [`RelayError::Workspace`] before anything is copied and before Codex is started. Keep
     /// the returned [`Workspace`] as long as the session works in it; dropping it removes the copy.
+    /// The spec is stored with the session, so [`Relay::resume_isolated`] can continue it later
+    /// in a fresh copy.
     pub async fn create_isolated(
         &self,
         spec: &WorkspaceSpec,
@@ -23,6 +25,8 @@ impl Relay {
         opts.cwd = Some(workspace.path().display().to_string());
         opts.workspace_fingerprint = Some(workspace.fingerprint().to_owned());
         let created = self.create(opts).await?;
+        // A later resume makes a fresh copy of the same mounts (`resume_isolated`).
+        created.0.shared.remember_workspace(spec);
         Ok((created, workspace))
     }
 

@@ -1,0 +1,124 @@
+//! Continuing a session somewhere else: a thread resumed in another working directory (a fresh isolated copy of its mounts), sent to Codex as `cwd` on `thread/resume` and on the next `turn/start`.
+
+use serde_json::json;
+
+use super::{Workspace, WorkspaceSpec};
+use crate::error::RelayError;
+use crate::relay::Relay;
+use crate::session::{SessionHandle, SessionShared};
+
+/// Where a moved session's next `turn/start` finds its new directory (stored in the session's
+/// meta, so a relay restart in between keeps it).
+const PENDING_CWD: &str = "pendingCwd";
+/// The isolated workspace spec a session was created with.
+const WORKSPACE: &str = "workspace";
+
+impl SessionShared {
+    /// Points the session at `cwd`: the stored options (what `thread/resume` sends when the
+    /// thread is loaded into an app-server), the snapshot, and the next `turn/start`.
+    pub(crate) fn relocate(&self, cwd: &str, fingerprint: Option<&str>) {
+        self.with_state(|s| {
+            s.cwd = Some(cwd.to_owned());
+            if !s.meta.is_object() {
+                s.meta = json!({});
+            }
+            let meta = s.meta.as_object_mut().expect("an object");
+            meta.insert(PENDING_CWD.into(), json!(cwd));
+            let options = meta.entry("options").or_insert_with(|| json!({}));
+            if !options.is_object() {
+                *options = json!({});
+            }
+            options["cwd"] = json!(cwd);
+            if let Some(fp) = fingerprint {
+                options["workspaceFingerprint"] = json!(fp);
+            }
+        });
+        self.persist();
+    }
+
+    /// The directory the next `turn/start` moves the thread to, if the session was moved.
+    pub(crate) fn pending_cwd(&self) -> Option<String> {
+        self.with_state(|s| s.meta.get(PENDING_CWD)?.as_str().map(str::to_owned))
+    }
+
+    /// Codex took the new directory (a turn started with it).
+    pub(crate) fn moved_cwd_sent(&self) {
+        self.with_state(|s| {
+            if let Some(meta) = s.meta.as_object_mut() {
+                meta.remove(PENDING_CWD);
+            }
+        });
+    }
+
+    /// Remembers the spec of the isolated workspace the session works in, so a later resume
+    /// can make a fresh copy of the same mounts.
+    pub(crate) fn remember_workspace(&self, spec: &WorkspaceSpec) {
+        self.with_state(|s| {
+            if let Some(meta) = s.meta.as_object_mut() {
+                meta.insert(WORKSPACE.into(), json!(spec));
+            }
+        });
+        self.persist();
+    }
+
+    /// The isolated workspace spec the session was created (or last resumed) with.
+    pub fn workspace_spec(&self) -> Option<WorkspaceSpec> {
+        let spec = self.with_state(|s| s.meta.get(WORKSPACE).cloned())?;
+        serde_json::from_value(spec).ok()
+    }
+}
+
+impl Relay {
+    /// A session by id (as [`Relay::session`]), moved to `cwd` when given: the stored options
+    /// take the new directory (sent as `cwd` on `thread/resume` when the thread is next loaded
+    /// into a Codex), and the next turn starts with it (`turn/start`'s `cwd`, which also moves
+    /// a thread that is loaded already). Refused while a turn runs.
+    pub async fn resume_in(
+        &self,
+        id: &str,
+        cwd: Option<&str>,
+    ) -> Result<SessionHandle, RelayError> {
+        let handle = self.session(id).await?;
+        if let Some(cwd) = cwd {
+            move_to(&handle, cwd, None)?;
+        }
+        Ok(handle)
+    }
+
+    /// Continues a session in a fresh isolated copy of its mounts: `spec` when given (checked,
+    /// and refused, before Codex starts), else the spec the session was created with. The old
+    /// copy is not brought back: the new one holds the host's files as they are now. A session
+    /// that was never isolated and gets no spec is resumed where it was (`None` workspace).
+    /// Keep the returned [`Workspace`] as long as the session works in it.
+    pub async fn resume_isolated(
+        &self,
+        id: &str,
+        spec: Option<&WorkspaceSpec>,
+    ) -> Result<(SessionHandle, Option<Workspace>), RelayError> {
+        // A given spec is materialized first: a refusal comes before Codex is asked anything.
+        let early = spec.map(Workspace::materialize).transpose()?;
+        let handle = self.session(id).await?;
+        let (workspace, spec) = match (early, spec) {
+            (Some(ws), Some(spec)) => (ws, spec.clone()),
+            _ => match handle.shared.workspace_spec() {
+                Some(stored) => (Workspace::materialize(&stored)?, stored),
+                None => return Ok((handle, None)),
+            },
+        };
+        let cwd = workspace.path().display().to_string();
+        move_to(&handle, &cwd, Some(workspace.fingerprint()))?;
+        handle.shared.remember_workspace(&spec);
+        Ok((handle, Some(workspace)))
+    }
+}
+
+fn move_to(handle: &SessionHandle, cwd: &str, fingerprint: Option<&str>) -> Result<(), RelayError> {
+    if handle.shared.status().is_running() {
+        return Err(RelayError::InvalidOption(format!(
+            "session {} is running a turn; it can move to {cwd} once the turn ends (or is interrupted)",
+            handle.id()
+        )));
+    }
+    handle.shared.relocate(cwd, fingerprint);
+    Ok(())
+}
