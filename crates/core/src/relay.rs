@@ -119,6 +119,9 @@ pub(crate) struct RelayInner {
     pub slots: Slots,
     sessions: Mutex<HashMap<String, SessionHandle>>,
     pub(crate) feed: Arc<crate::feed::Feed>,
+    /// Fresh isolated copies the relay made itself for sessions continued after their copy was
+    /// gone (see `workspace/resume.rs`); each removed when its session closes or the relay ends.
+    pub(crate) copies: Mutex<HashMap<String, crate::workspace::Workspace>>,
 }
 
 /// The engine. Cheap to clone.
@@ -171,6 +174,7 @@ impl Relay {
             broker,
             sessions: Mutex::new(HashMap::new()),
             feed,
+            copies: Mutex::new(HashMap::new()),
         });
         let relay = Relay { inner };
         let spawn = |shared| {
@@ -417,6 +421,8 @@ impl Relay {
             // Closed is final here; the thread itself can still be continued by other clients.
             return Err(RelayError::Closed(id.to_owned()));
         }
+        // An isolated session whose copy is gone (its run ended) gets a fresh one.
+        self.renew_isolated_copy(&handle)?;
         // A restored (dormant) session's actor claims its slot when it is used again.
         handle.say(input).await
     }
@@ -428,7 +434,13 @@ impl Relay {
     /// Ends a session; `force` does not wait for the running turn to stop.
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
         // The actor frees the session's slot as it closes.
-        self.known(id)?.close(force).await
+        let closed = self.known(id)?.close(force).await;
+        self.inner
+            .copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        closed
     }
 
     pub fn status(&self, id: &str) -> Result<SessionSnapshot, RelayError> {

@@ -2,7 +2,8 @@
 //! budgets, roots and mount paths are checked before anything is written, the copy goes away
 //! on drop. On the real Codex (both pinned versions): a session edits the copy and the host is
 //! untouched, and its fingerprint finds the session again; a workspace over budget or outside
-//! the allowed roots is refused and Codex is never started (the scripted model sees nothing).
+//! the allowed roots is refused and Codex is never started (the scripted model sees nothing);
+//! a session whose copy is gone (its owner ended) continues from a front in a fresh copy.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::fs;
 use std::path::Path;
 
 use codex_relay_core::workspace::{HostMount, Workspace, WorkspaceError, WorkspaceSpec};
-use codex_relay_core::{CreateOptions, PermissionMode, RelayError, SessionStatus};
+use codex_relay_core::{CreateOptions, PermissionMode, RelayError, SayInput, SessionStatus};
 use codex_relay_testkit::{Item, Reply, for_each_codex};
 use common::{Backend, Env};
 use serde_json::json;
@@ -18,6 +19,7 @@ use serde_json::json;
 for_each_codex!(
     a_session_edits_its_isolated_copy_and_the_host_is_untouched,
     a_refused_workspace_never_starts_codex,
+    a_front_continues_an_isolated_session_whose_copy_is_gone_in_a_fresh_copy,
 );
 
 /// A host tree: `app/` with sources, a build directory, VCS data and a symlink out.
@@ -298,4 +300,95 @@ async fn a_refused_workspace_never_starts_codex(version: &'static str) {
     );
     assert!(env.model.requests().is_empty(), "the model saw nothing");
     assert!(env.relay.sessions().is_empty());
+}
+
+/// The library ran a turn in an isolated copy and dropped it (the copy is removed); later an MCP
+/// or HTTP client says something to that session: the engine makes a fresh copy of the same
+/// mounts (the host's files as they are now, not the old copy's edits), the command runs there,
+/// and the copy is removed when the session closes.
+async fn a_front_continues_an_isolated_session_whose_copy_is_gone_in_a_fresh_copy(
+    version: &'static str,
+) {
+    let env = Env::start(version, Backend::Sqlite, common::WAIT)
+        .await
+        .unwrap();
+    let host = tempfile::tempdir().unwrap();
+    let app = host_tree(host.path());
+    let spec = WorkspaceSpec {
+        parent_dir: Some(env.home.root().to_path_buf()),
+        ..WorkspaceSpec::new([host.path()])
+            .mount(HostMount::new(&app, "app").exclude(["target", ".git"]))
+            .settings(json!({"mode": "safe-yolo"}))
+    };
+    env.model.push([
+        Reply::exec("echo edited > app/notes.txt", "call_first"),
+        Reply::items(vec![Item::text("first done")]),
+    ]);
+    let ((h, _), first) = env
+        .relay
+        .create_isolated(
+            &spec,
+            CreateOptions {
+                prompt: Some("edit the notes".into()),
+                mode: Some(PermissionMode::SafeYolo),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let id = h.id().to_owned();
+    let idle = |s: &codex_relay_core::SessionSnapshot| {
+        matches!(s.status, SessionStatus::Idle | SessionStatus::Error)
+    };
+    let snap = env.until(&id, "the first turn to end", idle).await;
+    assert_eq!(snap.status, SessionStatus::Idle, "{:?}", snap.last_error);
+    let first_path = first.path().to_path_buf();
+    drop(first);
+    assert!(
+        !first_path.exists(),
+        "the first copy is removed with its owner"
+    );
+
+    env.model.push([
+        Reply::exec("pwd && cat app/notes.txt", "call_second"),
+        Reply::items(vec![Item::text("second done")]),
+    ]);
+    env.relay
+        .say(&id, SayInput::text("read the notes"))
+        .await
+        .unwrap();
+    let snap = env
+        .until(&id, "the second turn to end", |s| {
+            idle(s) && s.turn_count >= 2
+        })
+        .await;
+    assert_eq!(snap.status, SessionStatus::Idle, "{:?}", snap.last_error);
+    let second_path = std::path::PathBuf::from(snap.cwd.clone().expect("a cwd"));
+    assert_ne!(second_path, first_path, "a fresh copy, not the removed one");
+    assert!(
+        second_path.is_dir(),
+        "the fresh copy lives while the session is open"
+    );
+    let output = env
+        .model
+        .requests()
+        .iter()
+        .find_map(|r| r.tool_output("call_second"))
+        .expect("the command's output went back to the model");
+    let shown = fs::canonicalize(&second_path).unwrap();
+    assert!(
+        output.contains(shown.to_str().unwrap()) || output.contains(second_path.to_str().unwrap()),
+        "the command ran in the fresh copy: {output}"
+    );
+    assert!(
+        output.contains("original") && !output.contains("edited"),
+        "the fresh copy holds the host's files, not the old copy's edit: {output}"
+    );
+
+    env.relay.close(&id, true).await.unwrap();
+    assert!(
+        !second_path.exists(),
+        "the fresh copy is removed when the session closes"
+    );
+    env.relay.shutdown().await;
 }

@@ -112,6 +112,39 @@ impl Relay {
     }
 }
 
+impl Relay {
+    /// Before a turn from any front (MCP, HTTP, legacy): a session created in an isolated copy
+    /// whose copy no longer exists (the run or library client that owned it ended) continues in
+    /// a fresh copy of the same mounts, kept until the session closes or the relay ends,
+    /// instead of asking Codex to work in a directory that is gone.
+    pub(crate) fn renew_isolated_copy(&self, handle: &SessionHandle) -> Result<(), RelayError> {
+        let Some(spec) = handle.shared.workspace_spec() else {
+            return Ok(());
+        };
+        let cwd = handle.shared.snapshot().cwd;
+        if cwd
+            .as_deref()
+            .is_some_and(|c| std::path::Path::new(c).is_dir())
+        {
+            return Ok(());
+        }
+        let workspace = Workspace::materialize(&spec)?;
+        move_to(
+            handle,
+            &workspace.path().display().to_string(),
+            Some(workspace.fingerprint()),
+        )?;
+        tracing::info!(session = handle.id(), cwd = %workspace.path().display(),
+            "the session's isolated copy was gone; continuing in a fresh copy of its mounts");
+        self.inner
+            .copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(handle.id().to_owned(), workspace);
+        Ok(())
+    }
+}
+
 fn move_to(handle: &SessionHandle, cwd: &str, fingerprint: Option<&str>) -> Result<(), RelayError> {
     if handle.shared.status().is_running() {
         return Err(RelayError::InvalidOption(format!(
