@@ -117,6 +117,19 @@ pub fn initialize_params(config: &AppServerConfig) -> InitializeParams {
     }
 }
 
+/// How long the handshake may take before `codex --version` is asked as well (a server that
+/// boots normally answers well within it; one that is no app-server at all may never answer).
+const PROBE_AFTER: Duration = Duration::from_millis(1500);
+
+/// The refusal of a binary too old for app-server v2.
+fn unsupported(found: &CodexVersion) -> StartError {
+    StartError::Unsupported {
+        found: found.to_string(),
+        min_supported: MIN_SUPPORTED.to_string(),
+        tested: format!("{OLDEST_TESTED} to {NEWEST_TESTED}"),
+    }
+}
+
 /// A running, initialized `codex app-server`.
 pub struct AppServer {
     peer: Peer,
@@ -145,9 +158,10 @@ impl AppServer {
             stderr_tail_lines: config.stderr_tail_lines,
             stderr_tail_bytes: config.stderr_tail_bytes,
         };
-        // The server boots while `codex --version` runs (each costs a few hundred ms through
-        // the npm wrapper): the version is checked before the handshake is used, and an
-        // unsupported binary is stopped and refused as before.
+        // The version comes from the handshake's userAgent. `codex --version` (a few hundred ms
+        // of CPU through the npm wrapper, competing with the server's boot) runs only when the
+        // handshake is slow or fails: then it tells a binary too old for app-server v2 apart,
+        // and that binary is stopped and refused at once.
         let (process, stdio) = CodexProcess::spawn(&spec)?;
         let process = Arc::new(process);
         let peer = Peer::spawn(
@@ -165,29 +179,40 @@ impl AppServer {
                     .await
             }
         });
-        let cli_version = match probe_version(&config.binary, config.startup_timeout).await {
-            Ok(v) => v,
-            Err(e) => {
-                process.shutdown(Duration::from_millis(200)).await;
-                return Err(e);
-            }
+        let mut handshake = handshake;
+        let early = tokio::select! {
+            answer = &mut handshake => Some(answer.unwrap_or(Err(PeerError::Shutdown))),
+            _ = tokio::time::sleep(PROBE_AFTER) => None,
         };
-        match cli_version.compatibility() {
-            Compatibility::Unsupported => {
-                process.shutdown(Duration::from_millis(200)).await;
-                return Err(StartError::Unsupported {
-                    found: cli_version.to_string(),
-                    min_supported: MIN_SUPPORTED.to_string(),
-                    tested: format!("{OLDEST_TESTED} to {NEWEST_TESTED}"),
-                });
-            }
-            Compatibility::Untested => {
-                tracing::warn!("{}", Compatibility::Untested.describe(&cli_version));
-            }
-            Compatibility::Tested => {}
+        let (answer, cli_version) = match early {
+            Some(Ok(v)) => (Ok(v), None),
+            // Only for the refusal below: a failed probe leaves the handshake's error to tell.
+            Some(Err(e)) => (
+                Err(e),
+                probe_version(&config.binary, config.startup_timeout)
+                    .await
+                    .ok(),
+            ),
+            None => match probe_version(&config.binary, config.startup_timeout).await {
+                Ok(v) if v.compatibility() == Compatibility::Unsupported => {
+                    process.shutdown(Duration::from_millis(200)).await;
+                    return Err(unsupported(&v));
+                }
+                Ok(v) => (handshake.await.unwrap_or(Err(PeerError::Shutdown)), Some(v)),
+                Err(e) => {
+                    process.shutdown(Duration::from_millis(200)).await;
+                    return Err(e);
+                }
+            },
+        };
+        if answer.is_err()
+            && let Some(v) = cli_version
+                .as_ref()
+                .filter(|v| v.compatibility() == Compatibility::Unsupported)
+        {
+            process.shutdown(Duration::from_millis(200)).await;
+            return Err(unsupported(v));
         }
-
-        let answer = handshake.await.unwrap_or(Err(PeerError::Shutdown));
         let init = match answer {
             Ok(v) => serde_json::from_value::<InitializeResponse>(v).map_err(|e| {
                 StartError::Handshake(PeerError::Decode {
@@ -219,14 +244,31 @@ impl AppServer {
         peer.notify::<()>("initialized", None)
             .map_err(StartError::Handshake)?;
 
-        let version = match CodexVersion::find_in(&init.user_agent) {
-            Some(v) if v != cli_version => {
-                tracing::warn!(cli = %cli_version, user_agent = %init.user_agent, "codex --version and the initialize userAgent disagree; trusting the server");
+        let version = match (CodexVersion::find_in(&init.user_agent), cli_version) {
+            (Some(v), Some(cli)) if v != cli => {
+                tracing::warn!(%cli, user_agent = %init.user_agent, "codex --version and the initialize userAgent disagree; trusting the server");
                 v
             }
-            Some(v) => v,
-            None => cli_version,
+            (Some(v), _) => v,
+            (None, Some(cli)) => cli,
+            (None, None) => match probe_version(&config.binary, config.startup_timeout).await {
+                Ok(v) => v,
+                Err(e) => {
+                    process.shutdown(Duration::from_millis(200)).await;
+                    return Err(e);
+                }
+            },
         };
+        match version.compatibility() {
+            Compatibility::Unsupported => {
+                process.shutdown(Duration::from_millis(200)).await;
+                return Err(unsupported(&version));
+            }
+            Compatibility::Untested => {
+                tracing::warn!("{}", Compatibility::Untested.describe(&version));
+            }
+            Compatibility::Tested => {}
+        }
         tracing::info!(%version, pid = process.pid(), "codex app-server started");
         Ok(Self {
             peer,

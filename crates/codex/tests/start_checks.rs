@@ -1,4 +1,4 @@
-//! `AppServer::start` boots the server while it asks `codex --version`: a binary too old for
+//! `AppServer::start` asks `codex --version` when the handshake is slow: a binary too old for
 //! app-server v2 is still refused, at once, and what it started is stopped (no process left).
 
 use std::time::{Duration, Instant};
