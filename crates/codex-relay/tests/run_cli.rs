@@ -19,6 +19,10 @@ for_each_codex!(
     sigint_interrupts_the_turn_and_leaves_no_process_behind,
 );
 
+/// Set on every `codex-relay run` of a test (to its bed's root), so whatever it leaves running
+/// can be found.
+const RUN_MARK: &str = "CODEX_RELAY_RUN_CLI_TEST";
+
 struct Bed {
     model: ModelServer,
     home: CodexHome,
@@ -33,7 +37,7 @@ impl Bed {
         Bed { model, home, codex }
     }
 
-    /// `codex-relay run ARGS` with this test's Codex, CODEX_HOME, store and workspace.
+    /// `codex-relay run ARGS` (marked with [`RUN_MARK`]) with this test's Codex, CODEX_HOME, store and workspace.
     async fn run(&self, args: &[&str]) -> Output {
         let mut cmd = tokio::process::Command::new(RELAY);
         cmd.arg("run")
@@ -46,6 +50,7 @@ impl Bed {
             .arg("--cwd")
             .arg(self.home.workspace())
             .args(args)
+            .env(RUN_MARK, self.home.root())
             .stdin(Stdio::null())
             .kill_on_drop(true);
         let out = tokio::time::timeout(std::time::Duration::from_secs(120), cmd.output())
@@ -148,6 +153,13 @@ async fn run_prints_the_final_message_and_resume_continues_the_session(version: 
     assert_eq!(second.status.code(), Some(0));
     assert_eq!(stdout(&second), "the second answer\n");
     assert_eq!(session_id(&second), id);
+    // Nothing `run` started outlives it: not Codex's tree, not the watchdog or its `sleep`
+    // (every process it starts inherits this test's mark).
+    let mark = format!("{RUN_MARK}={}", bed.home.root().display());
+    let left =
+        codex_relay_testkit::procs::wait_env_gone(&mark, std::time::Duration::from_millis(200))
+            .await;
+    assert!(left.is_empty(), "left running after run exited: {left:?}");
     // --model and -c reached Codex.
     let body = &bed.model.requests()[0].body;
     assert_eq!(body["model"], "mock-model-2");

@@ -94,7 +94,12 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
+            // Its whole group: the `sleep` it may be in would otherwise outlive it by a second.
+            // SAFETY: kill(2) on the watchdog's own process group (it leads it); no memory
+            // preconditions.
+            unsafe {
+                libc::kill(-(c.id() as libc::pid_t), libc::SIGKILL);
+            }
             let _ = c.wait();
         }
     }
