@@ -261,6 +261,10 @@ async fn exec_run(sessions: usize) -> Figures {
     .await;
     let wall = started.elapsed();
     let peak = sampler.finish();
+    let left = support::kill_leftovers(home.path());
+    if left > 0 {
+        eprintln!("(c): killed {left} leftover process(es) after the run");
+    }
     let name = "(c) 100 × codex exec --json".replace("100", &sessions.to_string());
     let (turns, failed) = split(results, &name);
     if failed == 0 {

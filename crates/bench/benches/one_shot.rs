@@ -178,22 +178,14 @@ impl Arrangement {
         m
     }
 
-    /// After a run, outside its timing: processes with this arrangement's `CODEX_HOME` that
-    /// outlived the run (Codex's login-shell snapshot starts the user's shell rc files in a
-    /// session of their own; on a machine whose rc runs `pyenv rehash` those linger for a
-    /// minute). Left alone they would load the machine under the next arrangements' runs.
+    /// After a run, outside its timing: what it left running with this arrangement's
+    /// `CODEX_HOME` (see [`support::kill_leftovers`]).
     fn kill_leftovers(&self) {
-        let entry = format!("CODEX_HOME={}", self.home.path().display());
-        let left = codex_relay_testkit::procs::pids_with_env(&entry);
-        for pid in &left {
-            // SAFETY: kill(2) with a pid read from /proc; a pid that is gone is harmless.
-            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
-        }
-        if !left.is_empty() {
+        let left = support::kill_leftovers(self.home.path());
+        if left > 0 {
             eprintln!(
-                "{}: killed {} leftover process(es) after the run",
-                self.name,
-                left.len()
+                "{}: killed {left} leftover process(es) after the run",
+                self.name
             );
         }
     }

@@ -134,3 +134,18 @@ pub fn stats(times: &[Duration]) -> Stats {
         max: v[n - 1],
     }
 }
+
+/// Kills every process whose environment has `CODEX_HOME=<codex_home>` (what a measured run
+/// left running) and returns how many, so it does not load the runs that follow. Codex's
+/// login-shell snapshot runs the user's shell rc files in a session of its own; on a machine
+/// whose rc runs `pyenv rehash`, that lingers for a minute after each `codex exec`.
+#[allow(dead_code)] // mcp_turns has none to kill
+pub fn kill_leftovers(codex_home: &Path) -> usize {
+    let entry = format!("CODEX_HOME={}", codex_home.display());
+    let left = codex_relay_testkit::procs::pids_with_env(&entry);
+    for pid in &left {
+        // SAFETY: kill(2) with a pid read from /proc; a pid that is gone meanwhile is harmless.
+        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+    }
+    left.len()
+}
