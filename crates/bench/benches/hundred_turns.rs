@@ -7,10 +7,9 @@
 //! (b) the same relay pooled (`--sessions-per-codex N` for each N of POOL_SIZES, default
 //! "5,10,25");
 //! (c) 100 `codex exec --json` processes at once, the process-per-task way;
-//! and (a) again with `TOKIO_WORKER_THREADS` set to the number of cores: the relay's runtime as
-//! it was before `codex-relay mcp` moved to one worker thread (the "fewer runtime threads" lever
-//! for the relay's CPU per turn), before/after in the same run. `HUNDRED_TURNS_EXEC=0` leaves
-//! out (c).
+//! and (a) again with `TOKIO_WORKER_THREADS=1` (the relay's runtime on one worker thread), the
+//! "fewer runtime threads" lever for the relay's CPU per turn, before/after in the same run.
+//! `HUNDRED_TURNS_EXEC=0` leaves out (c).
 //!
 //! Figures per arrangement: wall time (first call to last turn known done), p50/p99 turn time
 //! (a turn is timed from its start call to its completion being seen; it includes creating the
@@ -139,7 +138,7 @@ async fn relay_turn(client: Arc<Client>, i: usize, cwd: String) -> Result<Durati
     }
 }
 
-async fn relay_run(binary: &Path, sessions: usize, per: usize, all_cores: bool) -> Figures {
+async fn relay_run(binary: &Path, sessions: usize, per: usize, one_worker: bool) -> Figures {
     let (model, home) = bed(sessions).await;
     let mut cmd = tokio::process::Command::new(binary);
     cmd.arg("mcp")
@@ -153,10 +152,9 @@ async fn relay_run(binary: &Path, sessions: usize, per: usize, all_cores: bool) 
         .args(["--sessions-per-codex", &per.to_string()])
         .env("RUST_LOG", "warn")
         .kill_on_drop(true);
-    if all_cores {
-        // Tokio reads this when it builds the relay's runtime: a worker per core, the runtime
-        // `codex-relay mcp` had before it ran on one worker thread.
-        cmd.env("TOKIO_WORKER_THREADS", cores().to_string());
+    if one_worker {
+        // Tokio reads this when it builds the relay's runtime: one worker thread, not one per core.
+        cmd.env("TOKIO_WORKER_THREADS", "1");
     }
     let stderr = std::fs::File::create(home.root().join("relay.stderr")).expect("stderr log");
     let (transport, _) = TokioChildProcess::builder(cmd)
@@ -194,8 +192,8 @@ async fn relay_run(binary: &Path, sessions: usize, per: usize, all_cores: bool) 
     } else {
         format!("(b) relay, {per} per app-server")
     };
-    if all_cores {
-        name += &format!(", {} workers", cores());
+    if one_worker {
+        name += ", 1 worker";
     }
     let (turns, failed) = split(results, &name);
     if failed == 0 {
@@ -311,10 +309,6 @@ fn split(results: Vec<Result<Duration, String>>, name: &str) -> (Vec<Duration>, 
     (ok, failed)
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 fn report(all: &[Figures], sessions: usize) {
     let base_mem = all
         .iter()
@@ -409,7 +403,6 @@ async fn main() {
         all.push(relay_run(&binary, sessions, per, false).await);
     }
     // The lever the issue names for the relay's CPU: fewer runtime threads (fewer wake-ups).
-    // `codex-relay mcp` now runs on one worker; this is (a) on a worker per core, as before.
     all.push(relay_run(&binary, sessions, 0, true).await);
     // HUNDRED_TURNS_EXEC=0 leaves out (c), e.g. while comparing relay settings.
     if std::env::var("HUNDRED_TURNS_EXEC").as_deref() != Ok("0") {

@@ -51,28 +51,9 @@ enum Command {
     Run(Box<cli_run::RunArgs>),
 }
 
-fn main() -> std::process::ExitCode {
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    // One client over stdio (`mcp`, `mcp-server`, `run`, `doctor`) keeps one worker thread busy
-    // at most: a worker per core only adds wake-ups (hundred_turns measured 0.67-0.8x the CPU
-    // per turn on one worker). `serve` keeps a worker per core for its many clients.
-    // TOKIO_WORKER_THREADS overrides both.
-    if !matches!(cli.command, Command::Serve(_))
-        && std::env::var_os("TOKIO_WORKER_THREADS").is_none()
-    {
-        runtime.worker_threads(1);
-    }
-    match runtime.enable_all().build() {
-        Ok(rt) => rt.block_on(run(cli)),
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            std::process::ExitCode::from(cli_run::EXIT_LOCAL)
-        }
-    }
-}
-
-async fn run(cli: Cli) -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&cli.log_level)
