@@ -123,7 +123,14 @@ async fn until_done(
         let agents_idle = s["subAgents"]
             .as_array()
             .is_some_and(|a| !a.is_empty() && a.iter().all(|a| a["running"] == false));
-        if s["status"] == "done" && agents_idle {
+        // A child adopted from the spawn call is not `running` until its first turn starts,
+        // so "idle" alone can come before the child did anything: wait for its turn's end.
+        let child_ended = s["events"].as_array().is_some_and(|events| {
+            events
+                .iter()
+                .any(|e| e["agent"]["thread"].is_string() && e["ev"]["t"] == "turn-end")
+        });
+        if s["status"] == "done" && agents_idle && child_ended {
             return s;
         }
         assert!(Instant::now() < deadline, "no end: {s}");
