@@ -116,16 +116,10 @@ async fn turn_on(
         s.status == SessionStatus::Active
     })
     .await;
-    loop {
-        let events = relay.events(&id, 0, 10_000).await.unwrap();
-        if events
-            .iter()
-            .any(|e| matches!(&e.ev, Ev::ToolCallStart { .. }))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::until_logged(&relay, &id, "the command's start", |ev| {
+        matches!(ev, Ev::ToolCallStart { .. })
+    })
+    .await;
     relay.store().flush().await.unwrap();
     inject();
     // The live view goes on: the turn completes while the store cannot take its events.

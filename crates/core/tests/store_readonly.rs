@@ -241,16 +241,10 @@ async fn first_run(fs: &Ext4, config: RelayConfig, cwd: String) -> FirstRun {
             .await
             .unwrap();
         let id = h.id().to_owned();
-        loop {
-            let events = relay.events(&id, 0, 10_000).await.unwrap();
-            if events
-                .iter()
-                .any(|e| matches!(&e.ev, Ev::ToolCallStart { .. }))
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        common::until_logged(&relay, &id, "the command's start", |ev| {
+            matches!(ev, Ev::ToolCallStart { .. })
+        })
+        .await;
         relay.store().flush().await.unwrap();
         switch.fail();
         let done = common::until(&relay, &id, "the turn ends on a read-only store", |s| {

@@ -159,6 +159,27 @@ pub async fn until(
     }
 }
 
+/// Waits until the session's log holds an event for which `pred` holds (a bounded wait, woken
+/// by the session's changes).
+pub async fn until_logged(relay: &Relay, id: &str, what: &str, pred: impl Fn(&Ev) -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let events = relay.events(id, 0, 100_000).await.unwrap();
+        if events.iter().any(|e| pred(&e.ev)) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        let last = events.last().map_or(0, |e| e.seq);
+        relay
+            .wait(id, last, Duration::from_millis(500))
+            .await
+            .unwrap();
+    }
+}
+
 /// Opens a relay on `config` and runs `work` with it on a runtime of its own, which is then
 /// dropped: every task stops where it is and nothing is resolved or recorded on the way out —
 /// what a crash leaves behind (its Codex goes too, as Codex exits when its parent's pipes
