@@ -386,7 +386,13 @@ impl Pruning {
     fn due(&mut self, items: &[Item]) -> Vec<String> {
         for item in items {
             if let Item::Raw { session_id, .. } = item {
-                *self.since.entry(session_id.clone()).or_default() += 1;
+                // A session's id is copied once, not with every chunk.
+                match self.since.get_mut(session_id.as_str()) {
+                    Some(n) => *n += 1,
+                    None => {
+                        self.since.insert(session_id.clone(), 1);
+                    }
+                }
             }
         }
         // Sessions a failed batch left due are due again.
