@@ -38,6 +38,7 @@ fn ask(req: &ApprovalRequest) -> ApprovalDecision {
 }
 
 fn ask_tty(req: &ApprovalRequest) -> std::io::Result<ApprovalDecision> {
+    let _terminal = crate::progress::prompting();
     let tty = OpenOptions::new().read(true).write(true).open(TTY)?;
     let mut out = tty.try_clone()?;
     let mut input = BufReader::new(tty);
@@ -46,16 +47,18 @@ fn ask_tty(req: &ApprovalRequest) -> std::io::Result<ApprovalDecision> {
         ApprovalKind::FileChange => "change files".to_owned(),
         _ => "widen its permissions".to_owned(),
     };
-    writeln!(out, "\r\x1b[2K\ncodex-relay: Codex wants to {what}")?;
+    // One write for the whole question: a terminal write is never split by another writer.
+    let mut question = format!("\r\x1b[2K\ncodex-relay: Codex wants to {what}\n");
     if let Some(cwd) = &req.cwd {
-        writeln!(out, "  in {cwd}")?;
+        question += &format!("  in {cwd}\n");
     }
     if let Some(reason) = &req.reason {
-        writeln!(out, "  because: {reason}")?;
+        question += &format!("  because: {reason}\n");
     }
     if let Some(diff) = &req.diff {
-        writeln!(out, "{diff}")?;
+        question += &format!("{diff}\n");
     }
+    out.write_all(question.as_bytes())?;
     loop {
         write!(
             out,

@@ -1,9 +1,19 @@
 //! The progress line `codex-relay run` keeps on stderr when stderr is a terminal: elapsed time, what Codex is doing, tokens so far.
 
 use std::io::Write;
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Instant;
 
 use codex_relay::event::{Delta, Envelope, Ev};
+
+/// Held by the terminal prompt for `--approve ask` from its first line to the answer, so the
+/// progress line (drawn from another task) never lands inside a question or wipes it.
+static PROMPT: Mutex<()> = Mutex::new(());
+
+/// Takes the terminal for a question; the progress line stays quiet until the guard drops.
+pub fn prompting() -> MutexGuard<'static, ()> {
+    PROMPT.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 pub struct Progress {
     on: bool,
@@ -72,6 +82,12 @@ impl Progress {
         if !self.on {
             return;
         }
+        let _quiet = match PROMPT.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            // Someone is being asked; the answer's `request-resolved` draws again.
+            Err(TryLockError::WouldBlock) => return,
+        };
         let line = format!(
             "codex-relay: {:>5.1}s · {} · {} tokens",
             self.started.elapsed().as_secs_f64(),
