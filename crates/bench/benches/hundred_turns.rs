@@ -19,6 +19,11 @@
 //! process from /proc/PID/stat, children excluded), its threads and its context switches per
 //! turn (wake-ups). Memory is reported as a ratio against (c), wall time against (a).
 //!
+//! Codex and its commands get an empty `HOME` (in every arrangement): Codex's login-shell
+//! snapshot sources the user's shell rc files once per session, and where those run
+//! `pyenv rehash`, 100 sessions at once queue on its lock for over a minute, which measures the
+//! machine's rc files rather than the relay.
+//!
 //! Run: `cargo bench -p codex-relay-bench --bench hundred_turns` (SESSIONS=100 by default, set
 //! HUNDRED_TURNS_SESSIONS to change it). It first runs `cargo build --release -p codex-relay`.
 
@@ -74,6 +79,13 @@ async fn bed(sessions: usize) -> (ModelServer, CodexHome) {
         );
     }
     (model, home)
+}
+
+/// An empty home directory for Codex and its shells (see the module doc).
+fn clean_home(home: &CodexHome) -> std::path::PathBuf {
+    let dir = home.root().join("user-home");
+    std::fs::create_dir_all(&dir).expect("create the clean HOME");
+    dir
 }
 
 fn prompt(i: usize) -> String {
@@ -151,6 +163,7 @@ async fn relay_run(binary: &Path, sessions: usize, per: usize, one_worker: bool)
         .args(["--max-sessions", &(sessions + 10).to_string()])
         .args(["--sessions-per-codex", &per.to_string()])
         .env("RUST_LOG", "warn")
+        .env("HOME", clean_home(&home))
         .kill_on_drop(true);
     if one_worker {
         // Tokio reads this when it builds the relay's runtime: one worker thread, not one per core.
@@ -214,6 +227,7 @@ async fn relay_run(binary: &Path, sessions: usize, per: usize, one_worker: bool)
 async fn exec_turn(
     i: usize,
     home: std::path::PathBuf,
+    user_home: std::path::PathBuf,
     cwd: std::path::PathBuf,
 ) -> Result<Duration, String> {
     let started = Instant::now();
@@ -229,6 +243,7 @@ async fn exec_turn(
         .arg(&cwd)
         .arg(prompt(i))
         .env("CODEX_HOME", &home)
+        .env("HOME", &user_home)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .kill_on_drop(true)
@@ -247,12 +262,14 @@ async fn exec_turn(
 
 async fn exec_run(sessions: usize) -> Figures {
     let (model, home) = bed(sessions).await;
+    let user_home = clean_home(&home);
     let sampler = tree::Sampler::start(Duration::from_millis(100));
     let started = Instant::now();
     let results = futures_join((0..sessions).map(|i| {
         tokio::spawn(exec_turn(
             i,
             home.path().to_owned(),
+            user_home.clone(),
             home.workspace().to_owned(),
         ))
     }))
