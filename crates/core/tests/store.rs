@@ -510,6 +510,54 @@ async fn write_errors_reach_flush(fx: &Fixture) {
     store.close().await.unwrap();
 }
 
+/// Text that needs escaping and the extremes of the integer columns come back exactly, from a
+/// small batch and from a large one (the writer encodes them differently).
+async fn awkward_text_and_extreme_numbers_come_back_exactly(fx: &Fixture) {
+    let store = Store::open(&fx.target).await.unwrap();
+    let awkward = "quote \" backslash \\ newline \n tab \t é 💥 \u{7f} \u{2028} [1,2] {\"k\":null}";
+    for (id, writes) in [("small", 3_i64), ("large", 300)] {
+        let mut s = session(id, i64::MAX, awkward);
+        s.created_at = i64::MIN;
+        s.model = Some(awkward.into());
+        s.cwd = None;
+        s.meta = format!(r#"{{"t":{}}}"#, serde_json::to_string(awkward).unwrap());
+        store.upsert_session(s.clone());
+        let events: Vec<StoredEvent> = (1..=writes)
+            .map(|seq| StoredEvent {
+                session_id: id.into(),
+                seq,
+                time: if seq == 1 { i64::MIN } else { i64::MAX - seq },
+                json: format!(
+                    r#"{{"text":{},"n":1.5e300}}"#,
+                    serde_json::to_string(awkward).unwrap()
+                ),
+            })
+            .collect();
+        for ev in &events {
+            store.append_event(ev.clone());
+        }
+        store.append_raw(id, awkward);
+        let mut p = pending(&format!("p-{id}"), id, i64::MIN, Some(awkward));
+        p.request = awkward.into();
+        p.deadline = i64::MAX;
+        store.upsert_pending(p.clone());
+        store.flush().await.unwrap();
+        assert_eq!(store.session(id).await.unwrap(), Some(s), "{id}");
+        assert_eq!(store.events(id, 0, 1_000).await.unwrap(), events, "{id}");
+        assert_eq!(
+            store.raw_lines(id, 10).await.unwrap(),
+            vec![awkward.to_owned()],
+            "{id}"
+        );
+        assert_eq!(
+            store.pending(Some(id), false).await.unwrap(),
+            vec![p],
+            "{id}"
+        );
+    }
+    store.close().await.unwrap();
+}
+
 /// A target that cannot be opened says which and why.
 async fn bad_target_is_clear(fx: &Fixture) {
     let bad = fx.bad_target();
@@ -596,5 +644,6 @@ scenarios!(
     raw_lines_are_bounded,
     reopen_keeps_everything,
     write_errors_reach_flush,
+    awkward_text_and_extreme_numbers_come_back_exactly,
     bad_target_is_clear,
 );

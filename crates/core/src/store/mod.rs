@@ -8,6 +8,7 @@ mod postgres;
 mod records;
 mod spool;
 mod sqlite;
+mod sqlite_batch;
 mod stats;
 mod writer;
 

@@ -64,6 +64,9 @@ pub(crate) async fn open(target: &str, is_url: bool) -> Result<SqlitePool, Store
     };
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
+        // A local file does not go stale like a network connection: no ping (one more round
+        // trip to the connection's thread) before every use.
+        .test_before_acquire(false)
         .min_connections(u32::from(in_memory))
         .idle_timeout(idle_timeout)
         .max_lifetime(max_lifetime)

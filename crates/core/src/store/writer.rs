@@ -11,6 +11,7 @@ use super::batch_sql::{Params, pick, statements};
 use super::lost::Losses;
 use super::{
     PendingRecord, Pool, SessionRecord, StoreError, StoreOptions, StoredEvent, postgres, sqlite,
+    sqlite_batch,
 };
 
 /// One queued write.
@@ -55,30 +56,30 @@ const ACQUIRE_WAIT_CLOSING: Duration = Duration::from_secs(1);
 const ISOLATION_BUDGET: usize = 64;
 
 /// Multi-row upserts (up to [`MAX_UPSERT_ROWS`] rows each); both backends take this SQL.
-const SESSION_HEAD: &str = "INSERT INTO sessions (id, thread_id, cwd, model, status, created_at, updated_at, turn_count, last_seq, meta) VALUES ";
-const SESSION_TAIL: &str = " ON CONFLICT (id) DO UPDATE SET \
+pub(super) const SESSION_HEAD: &str = "INSERT INTO sessions (id, thread_id, cwd, model, status, created_at, updated_at, turn_count, last_seq, meta) VALUES ";
+pub(super) const SESSION_TAIL: &str = " ON CONFLICT (id) DO UPDATE SET \
      thread_id = excluded.thread_id, cwd = excluded.cwd, model = excluded.model, status = excluded.status, \
      created_at = excluded.created_at, updated_at = excluded.updated_at, turn_count = excluded.turn_count, \
      last_seq = excluded.last_seq, meta = excluded.meta";
-const PENDING_HEAD: &str =
+pub(super) const PENDING_HEAD: &str =
     "INSERT INTO pending (id, session_id, kind, created_at, deadline, request, resolution) VALUES ";
-const PENDING_TAIL: &str = " ON CONFLICT (id) DO UPDATE SET \
+pub(super) const PENDING_TAIL: &str = " ON CONFLICT (id) DO UPDATE SET \
      session_id = excluded.session_id, kind = excluded.kind, created_at = excluded.created_at, \
      deadline = excluded.deadline, request = excluded.request, resolution = excluded.resolution";
 /// Most rows in one upsert statement: every write of a batch to the sessions or pending table
 /// is one round trip to the database, not one per row.
 const MAX_UPSERT_ROWS: usize = 64;
 /// Deletes all but the newest `$2` raw lines of session `$1`.
-const PRUNE_RAW: &str = "DELETE FROM raw_lines WHERE session_id = $1 AND id <= \
+pub(super) const PRUNE_RAW: &str = "DELETE FROM raw_lines WHERE session_id = $1 AND id <= \
      (SELECT id FROM raw_lines WHERE session_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)";
 
 /// A batch sorted by table. Sessions and pending requests keep only the last write per id
 /// (they are replaced whole, so that is what committing them in order would leave).
-struct Grouped<'a> {
-    events: Vec<&'a StoredEvent>,
-    raw: Vec<(&'a str, &'a str)>,
-    sessions: Vec<&'a SessionRecord>,
-    pending: Vec<&'a PendingRecord>,
+pub(super) struct Grouped<'a> {
+    pub events: Vec<&'a StoredEvent>,
+    pub raw: Vec<(&'a str, &'a str)>,
+    pub sessions: Vec<&'a SessionRecord>,
+    pub pending: Vec<&'a PendingRecord>,
 }
 
 impl<'a> Grouped<'a> {
@@ -223,6 +224,16 @@ async fn commit(
         }};
     }
     match pool {
+        Pool::Sqlite(pool) if items.len() <= sqlite_batch::MAX_WRITES => {
+            let mut conn = tokio::time::timeout(acquire_wait, pool.acquire())
+                .await
+                .map_err(|_| sqlx::Error::PoolTimedOut)??;
+            let result = sqlite_batch::write_batch(&mut conn, &g, prune, keep).await;
+            if result.is_err() {
+                let _ = sqlx::Connection::close(conn.detach()).await;
+            }
+            result
+        }
         Pool::Sqlite(pool) => on!(pool, sqlite),
         Pool::Postgres(pool) => on!(pool, postgres),
     }
