@@ -29,6 +29,7 @@ fn batch_sql(tables: [bool; 4], commit: bool) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // `WHERE true` keeps SQLite from reading an `ON CONFLICT` as a join constraint.
     let upsert = |head: &str, n: usize, tail: &str| {
         format!(
             "{}SELECT {} FROM json_each(?) WHERE true ORDER BY key{tail}; ",
@@ -37,15 +38,12 @@ fn batch_sql(tables: [bool; 4], commit: bool) -> String {
         )
     };
     let statements = [
-        format!(
-            "INSERT INTO events (session_id, seq, time, json) SELECT {} FROM json_each(?) \
-             WHERE true ORDER BY key ON CONFLICT (session_id, seq) DO NOTHING; ",
-            cols(4)
+        upsert(
+            "INSERT INTO events (session_id, seq, time, json) VALUES ",
+            4,
+            " ON CONFLICT (session_id, seq) DO NOTHING",
         ),
-        format!(
-            "INSERT INTO raw_lines (session_id, line) SELECT {} FROM json_each(?) ORDER BY key; ",
-            cols(2)
-        ),
+        upsert("INSERT INTO raw_lines (session_id, line) VALUES ", 2, ""),
         upsert(SESSION_HEAD, 10, SESSION_TAIL),
         upsert(PENDING_HEAD, 7, PENDING_TAIL),
     ];

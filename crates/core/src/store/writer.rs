@@ -205,37 +205,39 @@ async fn commit(
 ) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
     macro_rules! on {
-        ($pool:expr, $backend:ident) => {{
+        ($pool:expr, |$conn:ident| $write:expr) => {{
             let mut conn = tokio::time::timeout(acquire_wait, $pool.acquire())
                 .await
                 .map_err(|_| sqlx::Error::PoolTimedOut)??;
-            let result = async {
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                $backend::insert_events(&mut tx, &g.events).await?;
-                $backend::insert_raw(&mut tx, &g.raw).await?;
-                shared_writes!(tx, g, prune, keep);
-                tx.commit().await
-            }
-            .await;
+            let result = {
+                let $conn = &mut *conn;
+                $write.await
+            };
             if result.is_err() {
                 let _ = sqlx::Connection::close(conn.detach()).await;
             }
             result
         }};
     }
+    macro_rules! per_table {
+        ($conn:expr, $backend:ident) => {
+            async {
+                let mut tx = sqlx::Connection::begin($conn).await?;
+                $backend::insert_events(&mut tx, &g.events).await?;
+                $backend::insert_raw(&mut tx, &g.raw).await?;
+                shared_writes!(tx, g, prune, keep);
+                tx.commit().await
+            }
+        };
+    }
     match pool {
         Pool::Sqlite(pool) if items.len() <= sqlite_batch::MAX_WRITES => {
-            let mut conn = tokio::time::timeout(acquire_wait, pool.acquire())
-                .await
-                .map_err(|_| sqlx::Error::PoolTimedOut)??;
-            let result = sqlite_batch::write_batch(&mut conn, &g, prune, keep).await;
-            if result.is_err() {
-                let _ = sqlx::Connection::close(conn.detach()).await;
-            }
-            result
+            on!(pool, |conn| sqlite_batch::write_batch(
+                conn, &g, prune, keep
+            ))
         }
-        Pool::Sqlite(pool) => on!(pool, sqlite),
-        Pool::Postgres(pool) => on!(pool, postgres),
+        Pool::Sqlite(pool) => on!(pool, |conn| per_table!(conn, sqlite)),
+        Pool::Postgres(pool) => on!(pool, |conn| per_table!(conn, postgres)),
     }
 }
 
