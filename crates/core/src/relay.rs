@@ -199,6 +199,12 @@ impl Relay {
         &self.inner.store
     }
 
+    /// The store at a glance: backend, writes held, whether Codex is paused, and the fault
+    /// while the database cannot take writes (also on every [`SessionSnapshot`] then).
+    pub fn store_health(&self) -> crate::store::StoreHealth {
+        self.inner.store.health()
+    }
+
     /// A running app-server with the relay's settings (started if needed), for calls that
     /// belong to no session (listing threads, health checks).
     pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {

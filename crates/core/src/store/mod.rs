@@ -2,6 +2,7 @@
 
 mod batch_sql;
 mod error;
+mod health;
 mod lost;
 mod open;
 mod postgres;
@@ -19,6 +20,7 @@ use sqlx::{PgPool, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::StoreError;
+pub use health::{StoreFault, StoreHealth};
 pub use lost::{LossNote, LostEvents};
 pub use records::*;
 pub use stats::StoreStats;
@@ -215,6 +217,12 @@ impl Store {
     /// The writer's counters (queue depth, commit latency).
     pub fn stats(&self) -> &StoreStats {
         &self.inner.stats
+    }
+
+    /// The store at a glance: backend, writes held, whether Codex is paused, and the fault
+    /// while the database cannot take writes.
+    pub fn health(&self) -> StoreHealth {
+        StoreHealth::of(self.backend(), &self.inner.stats)
     }
 
     fn enqueue(&self, op: Op) {
