@@ -177,6 +177,15 @@ impl Relay {
             copies: Mutex::new(HashMap::new()),
         });
         let relay = Relay { inner };
+        let weak = Arc::downgrade(&relay.inner);
+        tokio::spawn(crate::store_notice::run(
+            relay.inner.store.stats().gate(),
+            Arc::downgrade(&relay.inner.store.stats_handle()),
+            move || {
+                let inner = weak.upgrade()?;
+                Some(inner.handles().into_iter().map(|h| h.shared).collect())
+            },
+        ));
         let spawn = |shared| {
             relay.spawn_session(shared, None, &[], None);
         };

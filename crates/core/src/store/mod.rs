@@ -225,6 +225,11 @@ impl Store {
         StoreHealth::of(self.backend(), &self.inner.stats)
     }
 
+    /// The counters, shared: for a task that must not keep the store itself alive.
+    pub(crate) fn stats_handle(&self) -> Arc<StoreStats> {
+        Arc::clone(&self.inner.stats)
+    }
+
     fn enqueue(&self, op: Op) {
         match (&self.inner.spool, op) {
             // A write after close() is dropped, not spooled for the next run.
