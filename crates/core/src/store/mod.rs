@@ -6,6 +6,7 @@ mod health;
 mod lost;
 mod open;
 mod postgres;
+mod probe;
 mod records;
 mod spool;
 mod sqlite;
@@ -22,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use error::StoreError;
 pub use health::{StoreFault, StoreHealth};
 pub use lost::{LossNote, LostEvents};
+pub use probe::{ProbeReport, SpoolReport, probe};
 pub use records::*;
 pub use stats::StoreStats;
 
