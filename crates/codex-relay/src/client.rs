@@ -195,6 +195,21 @@ impl ClientBuilder {
         }
     }
 
+    /// The store these settings select: the one given, else `relay.db` in the data directory
+    /// (creates nothing; [`ClientBuilder::relay_config`] creates that directory).
+    pub fn store_target(&self) -> String {
+        match &self.store {
+            Some(s) => s.clone(),
+            None => self
+                .data_dir
+                .clone()
+                .unwrap_or_else(default_data_dir)
+                .join("relay.db")
+                .display()
+                .to_string(),
+        }
+    }
+
     /// The engine configuration these settings make (what [`ClientBuilder::build`] opens).
     pub fn relay_config(&self) -> Result<RelayConfig, Error> {
         let binary = match &self.codex {
@@ -214,20 +229,16 @@ impl ClientBuilder {
         if let Some(t) = self.startup_timeout {
             codex.startup_timeout = t;
         }
-        let store = match &self.store {
-            Some(s) => s.clone(),
-            None => {
-                let dir = self.data_dir.clone().unwrap_or_else(default_data_dir);
-                std::fs::create_dir_all(&dir).map_err(|e| {
-                    Error::setup(format!(
-                        "creating the data directory {}: {e}",
-                        dir.display()
-                    ))
-                })?;
-                dir.join("relay.db").display().to_string()
-            }
-        };
-        let mut config = RelayConfig::new(codex, store);
+        if self.store.is_none() {
+            let dir = self.data_dir.clone().unwrap_or_else(default_data_dir);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                Error::setup(format!(
+                    "creating the data directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        let mut config = RelayConfig::new(codex, self.store_target());
         config.approval_timeout = self.approval_timeout;
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;

@@ -1,5 +1,6 @@
-//! `codex-relay doctor`: the Codex binary, its version and compatibility, and a real
-//! `app-server` start-up and handshake, and the credentials Codex holds (`account/read`).
+//! `codex-relay doctor`: the store (can it take writes), the Codex binary, its version and
+//! compatibility, a real `app-server` start-up and handshake, and the credentials Codex holds
+//! (`account/read`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +18,14 @@ pub struct DoctorArgs {
     /// CODEX_HOME for the test start (default: Codex's own, usually ~/.codex).
     #[arg(long, env = "CODEX_HOME")]
     codex_home: Option<PathBuf>,
+    /// Where codex-relay keeps its SQLite store, as for `serve` (default: $XDG_DATA_HOME/codex-relay,
+    /// else ~/.local/share/codex-relay).
+    #[arg(long, env = "CODEX_RELAY_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// The store to check, as for `serve`: a SQLite file path or URL, or a postgres:// URL
+    /// (default: relay.db in the data directory).
+    #[arg(long, env = "CODEX_RELAY_DB")]
+    db: Option<String>,
     /// How long app-server may take to answer `initialize`.
     #[arg(long, default_value_t = 10_000)]
     startup_timeout_ms: u64,
@@ -32,7 +41,67 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Bytes as a person reads them.
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// The store check: prints what it found; false when the store cannot take writes.
+async fn check_store(target: &str) -> bool {
+    match codex_relay_core::store::probe(target).await {
+        Ok(r) => {
+            let mut line = format!("{} at {}: takes writes", r.backend, r.location);
+            if r.backend == "sqlite" && !r.exists {
+                line.push_str(" (the file does not exist yet; the relay creates it)");
+            }
+            if let Some(free) = r.free_bytes {
+                line.push_str(&format!("; {} free", human(free)));
+            }
+            println!("store:           {line}");
+            if let Some(spool) = &r.spool {
+                println!(
+                    "store spool:     {} file(s), {} of writes in {} (a running relay's, or replayed by the next start)",
+                    spool.files,
+                    human(spool.bytes),
+                    spool.dir.display()
+                );
+            }
+            if let Some(note) = &r.loss_note {
+                let events: usize = note.sessions.iter().map(|s| s.count).sum();
+                println!(
+                    "store loss note: {events} event(s) of {} session(s) were shown but not stored ({}); the next start tells those sessions",
+                    note.sessions.len(),
+                    note.fault
+                );
+            }
+            true
+        }
+        Err(e) => {
+            println!("store:           FAILED: {e}");
+            false
+        }
+    }
+}
+
 pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    // The store `serve` would open with the same flags and environment.
+    let mut builder = codex_relay::ClientBuilder::new();
+    if let Some(dir) = &args.data_dir {
+        builder = builder.data_dir(dir);
+    }
+    if let Some(db) = &args.db {
+        builder = builder.store(db);
+    }
+    if !check_store(&builder.store_target()).await {
+        return Ok(ExitCode::FAILURE);
+    }
     let binary = match args.codex {
         Some(b) => b,
         None => find_on_path("codex")

@@ -1,7 +1,8 @@
 //! `codex-relay serve` while its Postgres store is stopped in the middle of a turn (a private
 //! server of this test; the shared test server is never stopped), over the real Codex with the
 //! scripted model: the turn goes on over the API, `/healthz` says the store cannot take writes
-//! and why, `/metrics` shows `codex_relay_store_fault 1`, and once Postgres is back both are
+//! and why, `/metrics` shows `codex_relay_store_fault 1`, the session's JSON has `storeFault`,
+//! and once Postgres is back all three are
 //! healthy again. Then Postgres is stopped for good and `serve` is stopped with a turn's events
 //! still unstored: it exits within its bound instead of hanging on the dead store, says how many
 //! events were not stored, and leaves the note that tells the next start which.
@@ -120,11 +121,26 @@ async fn health_and_metrics_report_a_stopped_postgres_and_serve_stops_without_ha
         "/healthz says what is wrong: {detail}"
     );
     assert_eq!(store_fault_gauge(&c).await, "codex_relay_store_fault 1");
+    // The session's JSON says so too, while it lasts.
+    let view = c.get(&format!("/api/sessions/{id}")).await.json();
+    let fault = &view["storeFault"];
+    assert!(
+        fault["message"].as_str().is_some_and(|m| !m.is_empty())
+            && fault["forMs"].is_u64()
+            && fault["writesHeld"].is_u64()
+            && fault["codexPaused"].is_boolean(),
+        "the session shows the store's fault: {view}"
+    );
 
     tokio::task::block_in_place(|| pg.start_again());
     let (status, body) = health_until(&c, true).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(store_fault_gauge(&c).await, "codex_relay_store_fault 0");
+    let view = c.get(&format!("/api/sessions/{id}")).await.json();
+    assert!(
+        view.get("storeFault").is_none(),
+        "the fault is gone: {view}"
+    );
     let events = c.get(&format!("/api/sessions/{id}/events")).await.json();
     eprintln!("events after the restart: {events}");
 

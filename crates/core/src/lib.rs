@@ -33,6 +33,7 @@ pub mod relay;
 pub mod session;
 mod slots;
 pub mod store;
+mod store_notice;
 mod tool;
 pub mod views;
 pub mod workspace;

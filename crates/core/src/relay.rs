@@ -177,6 +177,15 @@ impl Relay {
             copies: Mutex::new(HashMap::new()),
         });
         let relay = Relay { inner };
+        let weak = Arc::downgrade(&relay.inner);
+        tokio::spawn(crate::store_notice::run(
+            relay.inner.store.stats().gate(),
+            Arc::downgrade(&relay.inner.store.stats_handle()),
+            move || {
+                let inner = weak.upgrade()?;
+                Some(inner.handles().into_iter().map(|h| h.shared).collect())
+            },
+        ));
         let spawn = |shared| {
             relay.spawn_session(shared, None, &[], None);
         };
@@ -197,6 +206,12 @@ impl Relay {
 
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// The store at a glance: backend, writes held, whether Codex is paused, and the fault
+    /// while the database cannot take writes (also on every [`SessionSnapshot`] then).
+    pub fn store_health(&self) -> crate::store::StoreHealth {
+        self.inner.store.health()
     }
 
     /// A running app-server with the relay's settings (started if needed), for calls that

@@ -3,6 +3,10 @@
 //! the store reports the fault while it keeps the writes and retries, and once the fault
 //! clears the stored log is complete and contiguous, the same as what clients were shown.
 //!
+//! With a tiny bound on the writes held, the locked database also closes the store's gate:
+//! the session's snapshot shows the fault and that Codex is paused, and the running session is
+//! told once, with an `error`.
+//!
 //! Postgres is a private server of this test (the shared test server is never stopped),
 //! stopped (`pg_ctl stop -m fast`) while a command runs and started again; skipped with the
 //! reason when no PostgreSQL binaries are installed.
@@ -339,4 +343,146 @@ async fn closing_while_postgres_is_down_notes_exactly_which_events_were_lost() {
     store.forget_loss_note();
     assert_eq!(std::fs::read_dir(notes.path()).unwrap().count(), 0);
     store.close().await.unwrap();
+}
+
+/// Holds SQLite's write lock on `db` from another connection until dropped or released.
+struct Locker(sqlx::pool::PoolConnection<sqlx::Sqlite>);
+
+impl Locker {
+    async fn lock(db: &Path) -> Locker {
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        let mut conn = pool.acquire().await.unwrap();
+        sqlx::query("BEGIN EXCLUSIVE")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        Locker(conn)
+    }
+
+    async fn release(mut self) {
+        sqlx::query("ROLLBACK").execute(&mut *self.0).await.unwrap();
+    }
+}
+
+/// The errors of the log that say Codex is paused for the store.
+async fn pause_errors(relay: &Relay, id: &str) -> Vec<String> {
+    relay
+        .events(id, 0, 100_000)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|e| match &e.ev {
+            Ev::Error {
+                message,
+                retrying: true,
+            } if message.contains("Codex is paused") => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// With a tiny bound on the writes held in memory, the store's gate closes while another
+/// connection locks the database mid-turn: the session's snapshot shows the fault (and that
+/// Codex is paused) while it lasts, the running session gets exactly one `error` saying so, and
+/// once the lock is released the turn completes, the fault is gone from the snapshot and the
+/// stored log is what was shown.
+async fn the_queue_fills_during_a_lock(version: &'static str) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    let env = Env::start(version, Backend::Sqlite, LONG).await.unwrap();
+    env.relay.shutdown().await;
+    env.model.route(
+        "PAUSE-ME",
+        [
+            Reply::exec("sleep 2; echo slept", "call_pause"),
+            Reply::text("done after the pause"),
+        ],
+    );
+    let mut config = env.config.clone();
+    config.store = db.display().to_string();
+    // Any write held closes the gate.
+    config.store_options.max_queued_bytes = 1;
+    let relay = Relay::open(config).await.expect("relay opens");
+    let (h, _) = relay
+        .create(CreateOptions {
+            prompt: Some("PAUSE-ME sleep a little".into()),
+            cwd: Some(env.cwd()),
+            mode: Some(PermissionMode::ReadOnly),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let id = h.id().to_owned();
+    common::until_logged(&relay, &id, "the command's start", |ev| {
+        matches!(ev, Ev::ToolCallStart { .. })
+    })
+    .await;
+    relay.store().flush().await.unwrap();
+    assert!(relay.status(&id).unwrap().store_fault.is_none());
+    let locker = Locker::lock(&db).await;
+
+    let during = common::until(
+        &relay,
+        &id,
+        "the snapshot shows the fault and the pause",
+        |s| s.store_fault.as_ref().is_some_and(|f| f.codex_paused),
+    )
+    .await;
+    let fault = during.store_fault.clone().unwrap();
+    assert!(fault.message.contains("locked"), "{fault:?}");
+    assert!(fault.queued_writes > 0, "{fault:?}");
+    assert!(
+        during.status.is_running(),
+        "Codex waits: {:?}",
+        during.status
+    );
+    let health = relay.store_health();
+    assert_eq!(health.backend, "sqlite");
+    assert!(health.codex_paused, "{health:?}");
+    assert_eq!(health.fault.map(|f| f.message), Some(fault.message.clone()));
+    common::until_logged(&relay, &id, "the error saying Codex is paused", |ev| {
+        matches!(ev, Ev::Error { message, retrying: true } if message.contains("Codex is paused"))
+    })
+    .await;
+    // No more of them while the same closing lasts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let told = pause_errors(&relay, &id).await;
+    assert_eq!(told.len(), 1, "one error per closing: {told:#?}");
+    assert!(
+        told[0].contains("cannot take writes") && told[0].contains("locked"),
+        "{}",
+        told[0]
+    );
+    assert!(relay.status(&id).unwrap().status.is_running());
+
+    locker.release().await;
+    let done = common::until(&relay, &id, "the turn ends once the lock is gone", |s| {
+        s.status == SessionStatus::Idle
+    })
+    .await;
+    assert_eq!(done.result, Some(serde_json::json!("done after the pause")));
+    tokio::time::timeout(Duration::from_secs(30), relay.store().flush())
+        .await
+        .expect("the kept writes commit once the lock is gone")
+        .expect("no write was lost");
+    assert!(
+        relay.status(&id).unwrap().store_fault.is_none(),
+        "the fault is gone"
+    );
+    assert_eq!(relay.store_health().fault, None);
+    assert_eq!(pause_errors(&relay, &id).await.len(), 1, "still one error");
+    assert_log_complete(&relay, &id).await;
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_fills_during_a_lock_and_the_session_says_codex_is_paused_codex_0_169_0() {
+    the_queue_fills_during_a_lock("0.169.0").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_fills_during_a_lock_and_the_session_says_codex_is_paused_codex_0_98_0() {
+    the_queue_fills_during_a_lock("0.98.0").await
 }

@@ -108,6 +108,33 @@ pub struct SessionList {
     pub next_cursor: Option<String>,
 }
 
+/// The store cannot take writes: the session goes on live, its events are held in memory and
+/// retried, and nothing is lost once the database takes writes again.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreFaultView {
+    /// The database's reason.
+    pub message: String,
+    /// How long the fault has lasted, in milliseconds.
+    pub for_ms: u64,
+    /// Writes held in memory, not yet stored.
+    pub writes_held: u64,
+    /// The held writes reached their bound: Codex is paused (its turns wait) until the
+    /// database takes writes again.
+    pub codex_paused: bool,
+}
+
+impl From<codex_relay_core::store::StoreFault> for StoreFaultView {
+    fn from(f: codex_relay_core::store::StoreFault) -> Self {
+        Self {
+            message: f.message,
+            for_ms: f.for_ms,
+            writes_held: f.queued_writes,
+            codex_paused: f.codex_paused,
+        }
+    }
+}
+
 /// A session at a glance.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -137,6 +164,9 @@ pub struct SessionView {
     pub agents: Vec<Value>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Present only while the store cannot take writes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_fault: Option<StoreFaultView>,
 }
 
 impl From<SessionSnapshot> for SessionView {
@@ -156,6 +186,7 @@ impl From<SessionSnapshot> for SessionView {
             agents: s.agents.iter().map(agent_view).collect(),
             created_at: s.created_at,
             updated_at: s.updated_at,
+            store_fault: s.store_fault.map(Into::into),
         }
     }
 }

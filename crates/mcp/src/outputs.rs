@@ -120,6 +120,22 @@ impl From<&codex_relay_core::session::AgentInfo> for SubAgentOutput {
     }
 }
 
+/// The store cannot take writes: the session goes on live, its events are held in memory and
+/// retried, and nothing is lost once the database takes writes again.
+#[derive(Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreFaultOutput {
+    /// The database's reason.
+    pub message: String,
+    /// How long the fault has lasted, in milliseconds.
+    pub for_ms: u64,
+    /// Writes held in memory, not yet stored.
+    pub writes_held: u64,
+    /// The held writes reached their bound: Codex is paused (its turns wait) until the
+    /// database takes writes again.
+    pub codex_paused: bool,
+}
+
 /// `codex_status`.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -146,6 +162,9 @@ pub struct StatusOutput {
     /// The session's sub-agents (Codex's `spawn_agent`), at any depth.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sub_agents: Vec<SubAgentOutput>,
+    /// Present only while the store cannot take writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_fault: Option<StoreFaultOutput>,
 }
 
 /// `codex_respond`.
@@ -193,6 +212,10 @@ pub struct ListedOutput {
 #[serde(rename_all = "camelCase")]
 pub struct ListOutput {
     pub sessions: Vec<ListedOutput>,
+    /// Present only while the store cannot take writes (it is the relay's, so it is shown
+    /// once here, not on every row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_fault: Option<StoreFaultOutput>,
 }
 
 /// The structured content of a result.

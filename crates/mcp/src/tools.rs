@@ -393,6 +393,7 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         cwd: snap.cwd,
         model: snap.model,
         sub_agents: snap.agents.iter().map(Into::into).collect(),
+        store_fault: snap.store_fault.as_ref().map(view::store_fault),
     }))
 }
 
@@ -473,7 +474,10 @@ pub async fn list(relay: &Relay, p: ListParams) -> Result<Value, ToolError> {
             sub_agents: r.agents.iter().map(Into::into).collect(),
         })
         .collect();
-    Ok(outputs::value(ListOutput { sessions }))
+    Ok(outputs::value(ListOutput {
+        sessions,
+        store_fault: relay.store_health().fault.as_ref().map(view::store_fault),
+    }))
 }
 
 #[cfg(test)]

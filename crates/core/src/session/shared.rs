@@ -81,6 +81,10 @@ pub struct SessionSnapshot {
     pub agents: Vec<AgentInfo>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// While the store cannot take writes: why, for how long, the writes held in memory, and
+    /// whether Codex is paused (the live view goes on; nothing is lost once it takes writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_fault: Option<crate::store::StoreFault>,
 }
 
 /// Where an event of a sub-agent comes from; absent for the session's own thread.
@@ -648,6 +652,7 @@ impl SessionShared {
             agents: s.agents.all(),
             created_at: s.created_at,
             updated_at: s.updated_at,
+            store_fault: self.store.health().fault,
         }
     }
 

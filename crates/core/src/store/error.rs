@@ -24,6 +24,14 @@ pub enum StoreError {
         target: String,
         reason: String,
     },
+    /// The database is there but refuses to start a write (read-only, locked by another
+    /// connection, a standby): found by [`probe`](super::probe).
+    #[error("the {backend} store at {target} cannot take writes: {reason}")]
+    CannotWrite {
+        backend: &'static str,
+        target: String,
+        reason: String,
+    },
     /// The schema migrations failed.
     #[error("cannot migrate the {backend} store at {target}: {reason}")]
     Migrate {

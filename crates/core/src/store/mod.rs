@@ -2,9 +2,11 @@
 
 mod batch_sql;
 mod error;
+mod health;
 mod lost;
 mod open;
 mod postgres;
+mod probe;
 mod records;
 mod spool;
 mod sqlite;
@@ -19,7 +21,9 @@ use sqlx::{PgPool, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::StoreError;
+pub use health::{StoreFault, StoreHealth};
 pub use lost::{LossNote, LostEvents};
+pub use probe::{ProbeReport, SpoolReport, probe};
 pub use records::*;
 pub use stats::StoreStats;
 
@@ -215,6 +219,17 @@ impl Store {
     /// The writer's counters (queue depth, commit latency).
     pub fn stats(&self) -> &StoreStats {
         &self.inner.stats
+    }
+
+    /// The store at a glance: backend, writes held, whether Codex is paused, and the fault
+    /// while the database cannot take writes.
+    pub fn health(&self) -> StoreHealth {
+        StoreHealth::of(self.backend(), &self.inner.stats)
+    }
+
+    /// The counters, shared: for a task that must not keep the store itself alive.
+    pub(crate) fn stats_handle(&self) -> Arc<StoreStats> {
+        Arc::clone(&self.inner.stats)
     }
 
     fn enqueue(&self, op: Op) {

@@ -66,6 +66,11 @@ impl StoreStats {
         self.gate.subscribe()
     }
 
+    /// The queue is at its bound: the gate is closed and whoever feeds the store waits.
+    pub fn ingest_paused(&self) -> bool {
+        !*self.gate.borrow()
+    }
+
     /// Why the database cannot take writes right now, while the writer keeps them and retries;
     /// `None` when it is writing normally.
     pub fn fault(&self) -> Option<String> {
