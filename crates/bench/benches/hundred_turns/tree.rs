@@ -160,3 +160,26 @@ pub fn context_switches(pid: u32) -> u64 {
 pub fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
+
+/// User + system CPU time of the threads of `pid` whose name starts with `prefix` (e.g.
+/// `sqlx-sqlite` for the store's SQLite connection threads), of the threads alive now.
+pub fn thread_cpu_time(pid: u32, prefix: &str) -> Duration {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Duration::ZERO;
+    };
+    let ticks: u64 = tasks
+        .flatten()
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let name = &stat[stat.find('(')? + 1..stat.rfind(')')?];
+            if !name.starts_with(prefix) {
+                return None;
+            }
+            let f: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum();
+    Duration::from_secs_f64(ticks as f64 / hz)
+}
