@@ -308,9 +308,9 @@ async fn order_across_batches(fx: &Fixture) {
 
 /// `flush()` resolves only after the writes before it are committed: another store (another
 /// pool) on the same database sees them at once.
-/// Without a flush, a write still commits on its own soon: docs/STORE.md promises 10–20 ms
-/// (the 10 ms linger plus the commit). Over five writes the median must stay under 100 ms (5×
-/// the claim, for a loaded two-core CI machine) and none may take a second.
+/// Without a flush, a write still commits on its own soon: docs/STORE.md promises 50–60 ms
+/// (the 50 ms linger plus the commit). Over five writes the median must stay under 250 ms
+/// (about 5× the claim, for a loaded two-core CI machine) and none may take a second.
 async fn unflushed_writes_commit_on_their_own(fx: &Fixture) {
     let writer = Store::open(&fx.target).await.unwrap();
     let reader = Store::open(&fx.target).await.unwrap();
@@ -330,8 +330,8 @@ async fn unflushed_writes_commit_on_their_own(fx: &Fixture) {
     took.sort();
     eprintln!("unflushed commit latency (sorted): {took:?}");
     assert!(
-        took[2] < std::time::Duration::from_millis(100),
-        "median commit latency {:?} is far from the documented 10–20 ms: {took:?}",
+        took[2] < std::time::Duration::from_millis(250),
+        "median commit latency {:?} is far from the documented 50–60 ms: {took:?}",
         took[2]
     );
 }

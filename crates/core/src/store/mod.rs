@@ -39,8 +39,10 @@ pub struct StoreOptions {
     /// Most queued writes committed in one transaction. Default 4096.
     pub max_batch: usize,
     /// How long the writer keeps collecting after a write arrives before it commits (unless
-    /// the batch is full or someone flushes), so the many small bursts of one Codex turn cost
-    /// one transaction instead of one each. Default 10 ms.
+    /// the batch is full or someone flushes), so the many small bursts of one Codex turn (and
+    /// of many sessions at once) cost one transaction instead of one each: every commit writes
+    /// its pages to the WAL and wakes the connection's thread twice. Clients never wait for
+    /// it (they read the live log; the spool covers a relay killed meanwhile). Default 50 ms.
     pub linger: std::time::Duration,
     /// Where queued writes are spooled before clients see them, so a relay killed before its
     /// writer committed them loses nothing (replayed on the next open). Default: `<file>.spool`
@@ -63,7 +65,7 @@ impl Default for StoreOptions {
         StoreOptions {
             raw_lines_per_session: 5000,
             max_batch: 4096,
-            linger: std::time::Duration::from_millis(10),
+            linger: std::time::Duration::from_millis(50),
             spool: None,
             max_queued_bytes: 8 << 20,
             loss_notes: None,

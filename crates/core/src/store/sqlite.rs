@@ -18,9 +18,10 @@ static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
 /// of two below it, so at most `log2(MAX_ROWS) + 1` statements per table are ever prepared
 /// (and cached per connection).
 const MAX_ROWS: usize = 1024;
-/// For new files: fewer, fuller pages for the append-heavy event log (measured ~15% faster
-/// than 4 KiB). An existing file keeps its page size.
-const PAGE_SIZE: u32 = 16 * 1024;
+/// For new files. Every page a commit touches goes to the WAL whole, and live sessions make
+/// many small commits: 4 KiB pages cost less per commit than 16 KiB, and the pipeline bench
+/// keeps its throughput (docs/STORE.md). An existing file keeps its page size.
+const PAGE_SIZE: u32 = 4 * 1024;
 
 /// Opens the SQLite store at `target` (a `sqlite:` URL when `is_url`, else a file path).
 pub(crate) async fn open(target: &str, is_url: bool) -> Result<SqlitePool, StoreError> {

@@ -192,12 +192,25 @@ macro_rules! shared_writes {
     }};
 }
 
-/// Commits `items` in one transaction. A connection a failed transaction went through is
+/// The writer's own SQLite connection, kept from one batch to the next. A pool hands its idle
+/// connections out in turn, and a SQLite connection that finds another one's commit in the
+/// WAL drops its page cache and reads the pages again: with one connection for every batch
+/// the cache and the prepared statements stay warm (readers use the pool's others). A local
+/// file does not go stale; a Postgres connection does (a server restart ends it), so Postgres
+/// batches take a connection the pool has checked, as before.
+#[derive(Default)]
+pub(super) struct Held {
+    sqlite: Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>,
+}
+
+/// Commits `items` in one transaction, on the writer's held connection (taken from the pool
+/// when there is none). A connection a failed transaction went through is
 /// closed, not returned to the pool: after a disk-full or I/O error its rollback may not have
 /// happened, and the next batch on it would only nest a savepoint in the dead transaction
 /// (and be lost with it).
 async fn commit(
     pool: &Pool,
+    held: &mut Held,
     items: &[Item],
     prune: &[String],
     keep: i64,
@@ -205,16 +218,21 @@ async fn commit(
 ) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
     macro_rules! on {
-        ($pool:expr, |$conn:ident| $write:expr) => {{
-            let mut conn = tokio::time::timeout(acquire_wait, $pool.acquire())
-                .await
-                .map_err(|_| sqlx::Error::PoolTimedOut)??;
+        ($pool:expr, $slot:expr, |$conn:ident| $write:expr) => {{
+            let mut conn = match $slot.take() {
+                Some(conn) => conn,
+                None => tokio::time::timeout(acquire_wait, $pool.acquire())
+                    .await
+                    .map_err(|_| sqlx::Error::PoolTimedOut)??,
+            };
             let result = {
                 let $conn = &mut *conn;
                 $write.await
             };
             if result.is_err() {
                 let _ = sqlx::Connection::close(conn.detach()).await;
+            } else {
+                $slot = Some(conn);
             }
             result
         }};
@@ -232,12 +250,18 @@ async fn commit(
     }
     match pool {
         Pool::Sqlite(pool) if items.len() <= sqlite_batch::MAX_WRITES => {
-            on!(pool, |conn| sqlite_batch::write_batch(
+            on!(pool, held.sqlite, |conn| sqlite_batch::write_batch(
                 conn, &g, prune, keep
             ))
         }
-        Pool::Sqlite(pool) => on!(pool, |conn| per_table!(conn, sqlite)),
-        Pool::Postgres(pool) => on!(pool, |conn| per_table!(conn, postgres)),
+        Pool::Sqlite(pool) => on!(pool, held.sqlite, |conn| per_table!(conn, sqlite)),
+        Pool::Postgres(pool) => {
+            let mut checked = None;
+            let result = on!(pool, checked, |conn| per_table!(conn, postgres));
+            // Back to the pool after the batch.
+            drop(checked);
+            result
+        }
     }
 }
 
@@ -305,6 +329,7 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
 /// ([`Failed::GaveUp`]: the whole batch, the database could not take it while closing).
 async fn commit_batch(
     pool: &Pool,
+    held: &mut Held,
     items: &[Item],
     prune: &[String],
     keep: i64,
@@ -317,7 +342,7 @@ async fn commit_batch(
         } else {
             ACQUIRE_WAIT
         };
-        match commit(pool, items, prune, keep, wait).await {
+        match commit(pool, held, items, prune, keep, wait).await {
             Ok(()) => {
                 stats.set_fault(None);
                 return Ok(());
@@ -354,7 +379,7 @@ async fn commit_batch(
                 continue;
             }
             budget -= 1;
-            match commit(pool, slice, &[], keep, ACQUIRE_WAIT).await {
+            match commit(pool, held, slice, &[], keep, ACQUIRE_WAIT).await {
                 Ok(()) => continue,
                 Err(e) => {
                     if is_transient(&e) {
@@ -496,6 +521,7 @@ pub(crate) async fn run(
     let mut items: Vec<Item> = Vec::new();
     let mut flush_waiters = Vec::new();
     let mut close_waiters = Vec::new();
+    let mut held = Held::default();
     while let Some(op) = rx.recv().await {
         let linger_until = tokio::time::Instant::now() + options.linger;
         let mut next = Some(op);
@@ -536,7 +562,7 @@ pub(crate) async fn run(
             let result = match &given_up {
                 // Closing on a database that just failed: the rest is not tried again.
                 Some(why) => Err(Failed::GaveUp(sqlx::Error::Protocol(why.clone()))),
-                None => commit_batch(&pool, &items, &prune, keep, &stats).await,
+                None => commit_batch(&pool, &mut held, &items, &prune, keep, &stats).await,
             };
             match result {
                 Ok(()) => pruning.pruned(&prune),
@@ -573,6 +599,8 @@ pub(crate) async fn run(
             }
         }
     }
+    // Back to the pool before anyone is told the store closed (closing the pool waits for it).
+    drop(held);
     let result = unreported.take().map_or(Ok(()), Err);
     if let Err(e) = &result
         && close_waiters.is_empty()
