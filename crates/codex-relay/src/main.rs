@@ -16,7 +16,11 @@ mod serve;
 use clap::{Parser, Subcommand};
 
 /// mimalloc: the event pipeline allocates a lot of small strings; glibc's malloc cost about a
-/// fifth of its throughput in `cargo bench -p codex-relay-bench` (same allocator there).
+/// fifth of its throughput in `cargo bench -p codex-relay-bench` (same allocator there). Built
+/// with `no_thp`: mimalloc otherwise asks the kernel for transparent huge pages (which it
+/// grants even in its default `madvise` mode), so the relay's heap grew in 2 MiB pages, each
+/// cleared whole on first touch: over 100 concurrent turns 20 MiB of them, and a sixth of the
+/// relay's profiled CPU in those clears. Without them the same turns fault in 4 KiB pages.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
