@@ -9,7 +9,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{AssertSqlSafe, SqliteConnection, SqlitePool};
 
 use super::StoredEvent;
-use super::batch_sql::{self, pick};
+use super::batch_sql;
 use super::error::{StoreError, redact};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -86,7 +86,7 @@ pub(crate) async fn open(target: &str, is_url: bool) -> Result<SqlitePool, Store
     Ok(pool)
 }
 
-fn statements(head: &str, columns: usize, tail: &str) -> Vec<(usize, Arc<str>)> {
+fn statements(head: &'static str, columns: usize, tail: &'static str) -> batch_sql::Statements {
     batch_sql::statements(head, columns, tail, MAX_ROWS, batch_sql::Params::Anonymous)
 }
 
@@ -95,7 +95,7 @@ pub(crate) async fn insert_events(
     conn: &mut SqliteConnection,
     events: &[&StoredEvent],
 ) -> Result<(), sqlx::Error> {
-    static SQL: OnceLock<Vec<(usize, Arc<str>)>> = OnceLock::new();
+    static SQL: OnceLock<batch_sql::Statements> = OnceLock::new();
     let sql = SQL.get_or_init(|| {
         statements(
             "INSERT INTO events (session_id, seq, time, json) VALUES ",
@@ -105,7 +105,7 @@ pub(crate) async fn insert_events(
     });
     let mut rest = events;
     while !rest.is_empty() {
-        let (rows, text) = pick(sql, rest.len());
+        let (rows, text) = sql.pick(rest.len());
         let (chunk, tail) = rest.split_at(rows);
         let mut query = sqlx::query(AssertSqlSafe(text));
         for ev in chunk {
@@ -126,12 +126,12 @@ pub(crate) async fn insert_raw(
     conn: &mut SqliteConnection,
     lines: &[(&str, &str)],
 ) -> Result<(), sqlx::Error> {
-    static SQL: OnceLock<Vec<(usize, Arc<str>)>> = OnceLock::new();
+    static SQL: OnceLock<batch_sql::Statements> = OnceLock::new();
     let sql =
         SQL.get_or_init(|| statements("INSERT INTO raw_lines (session_id, line) VALUES ", 2, ""));
     let mut rest = lines;
     while !rest.is_empty() {
-        let (rows, text) = pick(sql, rest.len());
+        let (rows, text) = sql.pick(rest.len());
         let (chunk, tail) = rest.split_at(rows);
         let mut query = sqlx::query(AssertSqlSafe(text));
         for (session_id, line) in chunk {

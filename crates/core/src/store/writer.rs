@@ -7,7 +7,7 @@ use std::time::Duration;
 use sqlx::AssertSqlSafe;
 use tokio::sync::{mpsc, oneshot};
 
-use super::batch_sql::{Params, pick, statements};
+use super::batch_sql::{Params, Statements, statements};
 use super::lost::Losses;
 use super::{
     PendingRecord, Pool, SessionRecord, StoreError, StoreOptions, StoredEvent, postgres, sqlite,
@@ -123,8 +123,8 @@ fn last_wins<'a, T>(
 /// and pending upserts in multi-row statements, then the raw-line pruning that is due.
 macro_rules! shared_writes {
     ($conn:expr, $g:expr, $prune:expr, $keep:expr) => {{
-        static SESSIONS: OnceLock<Vec<(usize, Arc<str>)>> = OnceLock::new();
-        static PENDING: OnceLock<Vec<(usize, Arc<str>)>> = OnceLock::new();
+        static SESSIONS: OnceLock<Statements> = OnceLock::new();
+        static PENDING: OnceLock<Statements> = OnceLock::new();
         let sql = SESSIONS.get_or_init(|| {
             statements(
                 SESSION_HEAD,
@@ -136,7 +136,7 @@ macro_rules! shared_writes {
         });
         let mut rest = &$g.sessions[..];
         while !rest.is_empty() {
-            let (rows, text) = pick(sql, rest.len());
+            let (rows, text) = sql.pick(rest.len());
             let (chunk, tail) = rest.split_at(rows);
             let mut query = sqlx::query(AssertSqlSafe(text));
             for s in chunk {
@@ -166,7 +166,7 @@ macro_rules! shared_writes {
         });
         let mut rest = &$g.pending[..];
         while !rest.is_empty() {
-            let (rows, text) = pick(sql, rest.len());
+            let (rows, text) = sql.pick(rest.len());
             let (chunk, tail) = rest.split_at(rows);
             let mut query = sqlx::query(AssertSqlSafe(text));
             for p in chunk {
