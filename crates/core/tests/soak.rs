@@ -60,13 +60,19 @@ async fn codex_killed_again_and_again_across_live_sessions() {
     config.crash_policy.max_crashes = u32::MAX;
     config.crash_policy.window = Duration::from_millis(1);
     let relay = Relay::open(config).await.unwrap();
-    // Every turn runs a command long enough to be killed during it; then one last answer.
+    // Every turn runs a command long enough to be killed during it: one per kill of the session
+    // and one for its first turn (killed with the shared app-server before the session's own
+    // turn came, or lost with Codex before it reached the model). The last turn of each session
+    // has a marker of its own, routed first, so what earlier turns left unused never delays it.
     for i in 0..sessions {
-        let turns = (0..kills).filter(|k| k % sessions == i).count().max(1);
-        let mut replies: Vec<Reply> = (0..turns)
+        env.model
+            .route(&format!("SOAK-END-{i}:"), [Reply::text("still here")]);
+    }
+    for i in 0..sessions {
+        let turns = (0..kills).filter(|k| k % sessions == i).count() + 1;
+        let replies: Vec<Reply> = (0..turns)
             .map(|t| Reply::exec("sleep 20", &format!("call_soak_{i}_{t}")))
             .collect();
-        replies.push(Reply::text("still here"));
         env.model.route(&format!("SOAK-{i}:"), replies);
     }
     let mut ids = Vec::new();
@@ -87,7 +93,12 @@ async fn codex_killed_again_and_again_across_live_sessions() {
         // The session is running its command (start it again when the last kill ended it).
         if relay.status(id).unwrap().status != SessionStatus::Active {
             relay
-                .say(id, SayInput::text(format!("SOAK again {k}")))
+                // The marker again: when Codex was killed before it stored the session's
+                // first prompt, the thread's history does not have it.
+                .say(
+                    id,
+                    SayInput::text(format!("SOAK-{}: again {k}", k % sessions)),
+                )
                 .await
                 .unwrap();
         }
@@ -105,10 +116,22 @@ async fn codex_killed_again_and_again_across_live_sessions() {
             if starts > ends {
                 break relay.codex_pid(id);
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "kill {k}: no command runs in {id}"
-            );
+            if tokio::time::Instant::now() >= deadline {
+                let tail: Vec<String> = log
+                    .iter()
+                    .rev()
+                    .take(12)
+                    .map(|e| serde_json::to_string(&e.ev).unwrap_or_default())
+                    .collect();
+                panic!(
+                    "kill {k}: no command runs in {id} ({:?}); model requests for it: {}; unscripted: {:?}; newest events first: {tail:#?}",
+                    relay.status(id).map(|s| s.status),
+                    env.model
+                        .requests_with(&format!("SOAK-{}:", k % sessions))
+                        .len(),
+                    env.model.unscripted(),
+                );
+            }
             tokio::time::sleep(Duration::from_millis(25)).await;
         };
         let pid = running.expect("a running app-server");
@@ -131,7 +154,7 @@ async fn codex_killed_again_and_again_across_live_sessions() {
         }
     }
     // Every session continues: one more turn each completes.
-    for id in &ids {
+    for (i, id) in ids.iter().enumerate() {
         if relay.status(id).unwrap().status == SessionStatus::Active {
             relay.interrupt(id).await.unwrap();
             common::until(&relay, id, "interrupted", |s| {
@@ -139,7 +162,10 @@ async fn codex_killed_again_and_again_across_live_sessions() {
             })
             .await;
         }
-        relay.say(id, SayInput::text("SOAK done")).await.unwrap();
+        relay
+            .say(id, SayInput::text(format!("SOAK-END-{i}: done")))
+            .await
+            .unwrap();
         let snap = common::until(&relay, id, "the last turn", |s| {
             s.status == SessionStatus::Idle
         })
