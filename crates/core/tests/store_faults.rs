@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use codex_relay_core::{CreateOptions, Ev, PermissionMode, Relay, SessionStatus};
+use codex_relay_core::{Ev, Relay, SessionStatus};
 use codex_relay_testkit::{NEWEST, Reply};
 use common::{Backend, Env, assert_contiguous};
 
@@ -106,16 +106,7 @@ async fn turn_on(
     let mut config = env.config.clone();
     config.store = store;
     let relay = Relay::open(config).await.expect("relay opens");
-    let (h, _) = relay
-        .create(CreateOptions {
-            prompt: Some("FAULT-ME sleep a little".into()),
-            cwd: Some(env.cwd()),
-            mode: Some(PermissionMode::ReadOnly),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let id = h.id().to_owned();
+    let id = common::start_read_only(&relay, env.cwd(), "FAULT-ME sleep a little").await;
     common::until(&relay, &id, "the command starts", |s| {
         s.status == SessionStatus::Active
     })
@@ -405,16 +396,7 @@ async fn the_queue_fills_during_a_lock(version: &'static str) {
     // Any write held closes the gate.
     config.store_options.max_queued_bytes = 1;
     let relay = Relay::open(config).await.expect("relay opens");
-    let (h, _) = relay
-        .create(CreateOptions {
-            prompt: Some("PAUSE-ME sleep a little".into()),
-            cwd: Some(env.cwd()),
-            mode: Some(PermissionMode::ReadOnly),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let id = h.id().to_owned();
+    let id = common::start_read_only(&relay, env.cwd(), "PAUSE-ME sleep a little").await;
     common::until_logged(&relay, &id, "the command's start", |ev| {
         matches!(ev, Ev::ToolCallStart { .. })
     })

@@ -16,9 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use codex_relay_core::{
-    CreateOptions, Ev, PermissionMode, Relay, RelayConfig, SayInput, SessionStatus,
-};
+use codex_relay_core::{Ev, Relay, RelayConfig, SayInput, SessionStatus};
 use codex_relay_testkit::{NEWEST, Reply};
 use common::{Backend, Env};
 
@@ -231,16 +229,7 @@ async fn first_run(fs: &Ext4, config: RelayConfig, cwd: String) -> FirstRun {
     // broken filesystem is closed, so the filesystem can be unmounted and repaired.
     let switch = fs.switch();
     let first = common::crash_after(config.clone(), move |relay: Relay| async move {
-        let (h, _) = relay
-            .create(CreateOptions {
-                prompt: Some("READ-ONLY run something".into()),
-                cwd: Some(cwd),
-                mode: Some(PermissionMode::ReadOnly),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let id = h.id().to_owned();
+        let id = common::start_read_only(&relay, cwd, "READ-ONLY run something").await;
         common::until_logged(&relay, &id, "the command's start", |ev| {
             matches!(ev, Ev::ToolCallStart { .. })
         })

@@ -22,9 +22,12 @@ const INSERT_EVENTS: &str = "INSERT INTO events (session_id, seq, time, json) \
 const INSERT_RAW: &str = "INSERT INTO raw_lines (session_id, line) \
      SELECT s, l FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS t(s, l, n) ORDER BY n";
 
-/// Connects once (so a bad URL or an unreachable server fails here with the real reason),
-/// migrates on that connection, then builds the pool.
-pub(crate) async fn open(url: &str) -> Result<PgPool, StoreError> {
+/// One direct connection to `url` within `wait`, with the URL's options; errors name the
+/// server (password redacted) and the real reason (refused, unknown host, bad URL).
+pub(crate) async fn connect(
+    url: &str,
+    wait: Duration,
+) -> Result<(PgConnection, PgConnectOptions), StoreError> {
     let shown = redact(url);
     let options = PgConnectOptions::from_str(url).map_err(|e| StoreError::InvalidTarget {
         target: shown.clone(),
@@ -35,10 +38,18 @@ pub(crate) async fn open(url: &str) -> Result<PgPool, StoreError> {
         target: shown.clone(),
         reason,
     };
-    let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
+    let conn = tokio::time::timeout(wait, PgConnection::connect_with(&options))
         .await
-        .map_err(|_| open_error(format!("no connection within {CONNECT_TIMEOUT:?}")))?
+        .map_err(|_| open_error(format!("no connection within {wait:?}")))?
         .map_err(|e| open_error(e.to_string()))?;
+    Ok((conn, options))
+}
+
+/// Connects once (so a bad URL or an unreachable server fails here with the real reason),
+/// migrates on that connection, then builds the pool.
+pub(crate) async fn open(url: &str) -> Result<PgPool, StoreError> {
+    let shown = redact(url);
+    let (mut conn, options) = connect(url, CONNECT_TIMEOUT).await?;
     MIGRATOR
         .run(&mut conn)
         .await

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 
 use super::LossNote;
@@ -195,19 +194,7 @@ fn free_bytes(dir: &Path) -> Option<u64> {
 
 async fn probe_postgres(url: &str) -> Result<ProbeReport, StoreError> {
     let shown = redact(url);
-    let options = PgConnectOptions::from_str(url).map_err(|e| StoreError::InvalidTarget {
-        target: shown.clone(),
-        reason: e.to_string(),
-    })?;
-    let open_error = |reason: String| StoreError::Open {
-        backend: "postgres",
-        target: shown.clone(),
-        reason,
-    };
-    let mut conn = tokio::time::timeout(PROBE_WAIT, PgConnection::connect_with(&options))
-        .await
-        .map_err(|_| open_error(format!("no connection within {PROBE_WAIT:?}")))?
-        .map_err(|e| open_error(e.to_string()))?;
+    let (mut conn, _) = super::postgres::connect(url, PROBE_WAIT).await?;
     let read_only: Result<String, sqlx::Error> = tokio::time::timeout(PROBE_WAIT, async {
         sqlx::query_scalar("SHOW transaction_read_only")
             .fetch_one(&mut conn)

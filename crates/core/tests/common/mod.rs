@@ -241,3 +241,17 @@ macro_rules! matrix {
         )*
     };
 }
+
+/// Starts a read-only session in `cwd` with `prompt` and returns its id.
+pub async fn start_read_only(relay: &Relay, cwd: String, prompt: &str) -> String {
+    let (h, _) = relay
+        .create(codex_relay_core::CreateOptions {
+            prompt: Some(prompt.to_owned()),
+            cwd: Some(cwd),
+            mode: Some(codex_relay_core::PermissionMode::ReadOnly),
+            ..Default::default()
+        })
+        .await
+        .expect("the session starts");
+    h.id().to_owned()
+}
