@@ -208,35 +208,22 @@ async fn the_disk_fills_mid_turn_and_nothing_is_lost_once_it_has_room() {
 async fn another_process_locks_the_database_mid_turn_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("relay.db");
-    // The lock is held by a sqlite3-speaking connection of this test (another pool: SQLite
-    // sees another connection, as it would another process).
-    let url = format!("sqlite://{}", db.display());
-    let locker: std::sync::Arc<
-        tokio::sync::Mutex<Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>>,
-    > = Default::default();
+    // The lock is held by a connection of this test (another pool: SQLite sees another
+    // connection, as it would another process).
+    let locker: std::sync::Arc<tokio::sync::Mutex<Option<Locker>>> = Default::default();
     let rt = tokio::runtime::Handle::current();
     let (l1, l2) = (locker.clone(), locker.clone());
     let (relay, id) = turn_with_a_fault(
         db.display().to_string(),
         || {
             tokio::task::block_in_place(|| {
-                rt.block_on(async {
-                    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-                    let mut conn = pool.acquire().await.unwrap();
-                    sqlx::query("BEGIN EXCLUSIVE")
-                        .execute(&mut *conn)
-                        .await
-                        .unwrap();
-                    *l1.lock().await = Some(conn);
-                })
+                rt.block_on(async { *l1.lock().await = Some(Locker::lock(&db).await) })
             })
         },
         || {
             tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(async {
-                    let mut conn = l2.lock().await.take().unwrap();
-                    sqlx::query("ROLLBACK").execute(&mut *conn).await.unwrap();
-                })
+                tokio::runtime::Handle::current()
+                    .block_on(async { l2.lock().await.take().unwrap().release().await })
             })
         },
     )

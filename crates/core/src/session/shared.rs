@@ -652,7 +652,7 @@ impl SessionShared {
             agents: s.agents.all(),
             created_at: s.created_at,
             updated_at: s.updated_at,
-            store_fault: self.store.health().fault,
+            store_fault: self.store.fault(),
         }
     }
 

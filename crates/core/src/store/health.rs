@@ -33,23 +33,27 @@ pub struct StoreHealth {
     pub fault: Option<StoreFault>,
 }
 
+impl StoreFault {
+    /// `None` (after one lock) while the database takes writes: cheap enough for every
+    /// session snapshot.
+    pub(crate) fn of(stats: &super::StoreStats) -> Option<Self> {
+        let (message, age) = stats.fault_and_age()?;
+        Some(StoreFault {
+            message,
+            for_ms: u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+            queued_writes: stats.queue_depth(),
+            codex_paused: stats.ingest_paused(),
+        })
+    }
+}
+
 impl StoreHealth {
     pub(crate) fn of(backend: &'static str, stats: &super::StoreStats) -> Self {
-        let queued_writes = stats.queue_depth();
-        let codex_paused = stats.ingest_paused();
-        let fault = stats.fault().map(|message| StoreFault {
-            message,
-            for_ms: stats
-                .fault_age()
-                .map_or(0, |age| u64::try_from(age.as_millis()).unwrap_or(u64::MAX)),
-            queued_writes,
-            codex_paused,
-        });
         StoreHealth {
             backend,
-            queued_writes,
-            codex_paused,
-            fault,
+            queued_writes: stats.queue_depth(),
+            codex_paused: stats.ingest_paused(),
+            fault: StoreFault::of(stats),
         }
     }
 }

@@ -229,6 +229,11 @@ impl Store {
         StoreHealth::of(self.backend(), &self.inner.stats)
     }
 
+    /// Why the database cannot take writes right now (`None` while it can), as sessions show it.
+    pub fn fault(&self) -> Option<StoreFault> {
+        StoreFault::of(&self.inner.stats)
+    }
+
     /// The counters, shared: for a task that must not keep the store itself alive.
     pub(crate) fn stats_handle(&self) -> Arc<StoreStats> {
         Arc::clone(&self.inner.stats)

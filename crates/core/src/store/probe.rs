@@ -96,6 +96,8 @@ async fn probe_sqlite(
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    // The directory, or (when the relay would still create it) the nearest one that exists.
+    let nearest = dir.ancestors().find(|d| d.is_dir()).unwrap_or(dir);
     if exists {
         let options = SqliteConnectOptions::new()
             .filename(&file)
@@ -127,19 +129,17 @@ async fn probe_sqlite(
     } else {
         // The relay creates the file and any missing directories: the nearest one that exists
         // must take files.
-        let existing = dir.ancestors().find(|d| d.is_dir()).unwrap_or(dir);
-        tempfile::NamedTempFile::new_in(existing).map_err(|e| {
+        tempfile::NamedTempFile::new_in(nearest).map_err(|e| {
             cannot_write(
                 "sqlite",
                 &location,
                 format!(
                     "the file does not exist and {} does not take new files: {e}",
-                    existing.display()
+                    nearest.display()
                 ),
             )
         })?;
     }
-    let statted = dir.ancestors().find(|d| d.is_dir()).unwrap_or(dir);
     let spool_report = spool.as_deref().and_then(spool_contents);
     let loss_note = NotePlaces::new(target, spool.as_deref().filter(|d| d.is_dir()), None)
         .and_then(|places| places.read());
@@ -147,7 +147,7 @@ async fn probe_sqlite(
         backend: "sqlite",
         location,
         exists,
-        free_bytes: free_bytes(statted),
+        free_bytes: free_bytes(nearest),
         spool: spool_report,
         loss_note,
     })

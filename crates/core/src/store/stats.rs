@@ -78,6 +78,14 @@ impl StoreStats {
         f.as_ref().map(|(why, _)| why.clone())
     }
 
+    /// The fault and how long it has lasted, read together (`None` while the store writes
+    /// normally).
+    pub(crate) fn fault_and_age(&self) -> Option<(String, std::time::Duration)> {
+        let f = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        f.as_ref()
+            .map(|(why, since)| (why.clone(), since.elapsed()))
+    }
+
     /// How long the current fault has lasted (`None` while the store writes normally).
     pub fn fault_age(&self) -> Option<std::time::Duration> {
         let f = self.fault.lock().unwrap_or_else(|e| e.into_inner());
