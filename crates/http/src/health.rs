@@ -48,13 +48,14 @@ pub async fn healthz(State(st): State<AppState>) -> (StatusCode, Json<Health>) {
             detail: format!("codex app-server did not answer within {CODEX_PROBE:?}"),
         },
     };
-    let backend = st.relay.store().backend();
-    let store = match st.relay.store().stats().fault() {
+    let health = st.relay.store_health();
+    let backend = health.backend;
+    let store = match health.fault {
         Some(fault) => Check {
             ok: false,
             detail: format!(
-                "{backend} store cannot take writes ({fault}); {} writes kept in memory and retried",
-                st.relay.store().stats().queue_depth()
+                "{backend} store cannot take writes ({}); {} writes kept in memory and retried",
+                fault.message, fault.queued_writes
             ),
         },
         None => match tokio::time::timeout(STORE_PROBE, st.relay.store().flush()).await {
