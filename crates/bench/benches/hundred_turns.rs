@@ -64,9 +64,8 @@ struct Figures {
     turns: Vec<Duration>,
     failed: usize,
     peak: tree::Peak,
-    /// The relay's own CPU time over the run, its threads at the end, its context switches,
-    /// and the CPU time of its SQLite connection threads (part of the first figure).
-    relay: Option<(Duration, usize, u64, Duration)>,
+    /// The relay's own figures (none for `codex exec`).
+    relay: Option<RelayFigures>,
     /// Codex app-servers the relay ran at the end (its child processes), or exec processes.
     codex_processes: usize,
 }
@@ -81,6 +80,9 @@ async fn bed(sessions: usize) -> (ModelServer, CodexHome) {
             [
                 Reply::exec("echo hi", &format!("call-{i}")),
                 Reply::text(format!("done {i}")),
+                // The follow-up turn (HUNDRED_TURNS_FOLLOW_UP=1).
+                Reply::exec("echo hi", &format!("again-{i}")),
+                Reply::text(format!("done again {i}")),
             ],
         );
     }
@@ -102,25 +104,29 @@ fn prompt(i: usize) -> String {
 /// whose output Codex returned empty (its exec tool under this load sometimes answers "exited
 /// with code 0" with no output: Codex's doing, not the relay's, which never sees the output)
 /// is counted and reported, not a reason to throw the run's figures away.
-fn check(model: &ModelServer, sessions: usize, name: &str) {
+fn check(model: &ModelServer, sessions: usize, name: &str, requests: usize) {
     assert_eq!(model.unscripted(), 0, "{name}: unscripted model requests");
     let mut empty = 0;
     for i in 0..sessions {
         let reqs = model.requests_with(&format!("BENCH-{i}:"));
         assert_eq!(
             reqs.len(),
-            2,
+            requests,
             "{name}: session {i} made {} model requests",
             reqs.len()
         );
-        let out = reqs[1].tool_output(&format!("call-{i}"));
-        let out = out.expect("the command's output went back to the model");
-        if !out.contains("hi") {
-            assert!(
-                out.contains("exited with code 0"),
-                "{name}: session {i} ran no `echo hi`: {out:?}"
-            );
-            empty += 1;
+        // The second request of each turn carries its command's output.
+        let calls = [format!("call-{i}"), format!("again-{i}")];
+        for (req, call) in reqs.iter().skip(1).step_by(2).zip(&calls) {
+            let out = req.tool_output(call);
+            let out = out.expect("the command's output went back to the model");
+            if !out.contains("hi") {
+                assert!(
+                    out.contains("exited with code 0"),
+                    "{name}: session {i} ran no `echo hi`: {out:?}"
+                );
+                empty += 1;
+            }
         }
     }
     if empty > 0 {
@@ -144,12 +150,36 @@ async fn call(client: &Client, tool: &str, args: Value) -> Result<Value, String>
 }
 
 /// One session: `codex_start` with the prompt, then long-polls until its turn is done.
-async fn relay_turn(client: Arc<Client>, i: usize, cwd: String) -> Result<Duration, String> {
+async fn relay_turn(
+    client: Arc<Client>,
+    i: usize,
+    cwd: String,
+) -> Result<(String, Duration), String> {
     let started = Instant::now();
     let args = json!({"prompt": prompt(i), "workingDirectory": cwd,
         "approvalPolicy": "never", "sandbox": "read-only"});
     let out = call(&client, "codex_start", args).await?;
     let session = out["sessionId"].as_str().ok_or("no sessionId")?.to_owned();
+    let took = until_done(&client, i, &session, 1, started).await?;
+    Ok((session, took))
+}
+
+/// A second turn on a session that exists and is idle: `codex_say`, then long-polls.
+async fn follow_up(client: Arc<Client>, i: usize, session: String) -> Result<Duration, String> {
+    let started = Instant::now();
+    let args = json!({"sessionId": session, "message": format!("BENCH-{i}: once more")});
+    call(&client, "codex_say", args).await?;
+    until_done(&client, i, &session, 2, started).await
+}
+
+/// Long-polls `codex_status {until: attention}` until the session has done `turns` turns.
+async fn until_done(
+    client: &Client,
+    i: usize,
+    session: &str,
+    turns: u64,
+    started: Instant,
+) -> Result<Duration, String> {
     let mut cursor = 0u64;
     loop {
         let args = json!({"sessionId": session, "cursor": cursor, "waitMs": 30000,
@@ -157,7 +187,7 @@ async fn relay_turn(client: Arc<Client>, i: usize, cwd: String) -> Result<Durati
         let st = call(&client, "codex_status", args).await?;
         cursor = st["nextCursor"].as_u64().unwrap_or(cursor);
         match st["status"].as_str().unwrap_or_default() {
-            "done" if st["turnCount"].as_u64() == Some(1) => return Ok(started.elapsed()),
+            "done" if st["turnCount"].as_u64() == Some(turns) => return Ok(started.elapsed()),
             s @ ("error" | "failed" | "closed") => {
                 return Err(format!("session {i} {s}: {}", st["error"]));
             }
@@ -173,7 +203,7 @@ async fn relay_run(
     per: usize,
     one_worker: bool,
     label: &str,
-) -> Figures {
+) -> Vec<Figures> {
     let (model, home) = bed(sessions).await;
     let mut cmd = tokio::process::Command::new(binary);
     cmd.arg("mcp")
@@ -210,19 +240,13 @@ async fn relay_run(
     let cwd = home.workspace().display().to_string();
 
     let sampler = tree::Sampler::start(Duration::from_millis(100));
-    let cpu0 = tree::cpu_time(pid);
-    let store0 = tree::thread_cpu_time(pid, "sqlx-sqlite");
-    let switches0 = tree::context_switches(pid);
-    let started = Instant::now();
+    let mut probe = RelayProbe::start(pid);
     let results = futures_join(
         (0..sessions).map(|i| tokio::spawn(relay_turn(client.clone(), i, cwd.clone()))),
     )
     .await;
-    let wall = started.elapsed();
-    let cpu = tree::cpu_time(pid).saturating_sub(cpu0);
-    let store_cpu = tree::thread_cpu_time(pid, "sqlx-sqlite").saturating_sub(store0);
-    let switches = tree::context_switches(pid).saturating_sub(switches0);
-    let threads = tree::threads(pid);
+    let relay = probe.lap();
+    let wall = relay.wall;
     let codex_processes = tree::children(pid).len();
     let peak = sampler.finish();
     let mut name = if per == 0 {
@@ -234,19 +258,107 @@ async fn relay_run(
         name += ", 1 worker";
     }
     name += label;
+    let mut ids = Vec::new();
+    let results = results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.map(|(id, took)| {
+                ids.push((i, id));
+                took
+            })
+        })
+        .collect();
     let (turns, failed) = split(results, &name);
     if failed == 0 {
-        check(&model, sessions, &name);
+        check(&model, sessions, &name, 2);
     }
-    drop(client);
-    Figures {
-        name,
+    let mut out = vec![Figures {
+        name: name.clone(),
         wall,
         turns,
         failed,
         peak,
-        relay: Some((cpu, threads, switches, store_cpu)),
+        relay: Some(relay),
         codex_processes,
+    }];
+    // HUNDRED_TURNS_FOLLOW_UP=1: a second turn on every session, all at once, measured on its
+    // own: what a turn costs once its session exists (no `thread/start`, no MCP session start).
+    if follow_ups() && failed == 0 {
+        let sampler = tree::Sampler::start(Duration::from_millis(100));
+        let mut probe = RelayProbe::start(pid);
+        let results = futures_join(
+            ids.into_iter()
+                .map(|(i, id)| tokio::spawn(follow_up(client.clone(), i, id))),
+        )
+        .await;
+        let relay = probe.lap();
+        let name = format!("{name}, follow-up turn");
+        let (turns, failed) = split(results, &name);
+        if failed == 0 {
+            check(&model, sessions, &name, 4);
+        }
+        out.push(Figures {
+            name,
+            wall: relay.wall,
+            turns,
+            failed,
+            peak: sampler.finish(),
+            relay: Some(relay),
+            codex_processes: tree::children(pid).len(),
+        });
+    }
+    drop(client);
+    out
+}
+
+fn follow_ups() -> bool {
+    std::env::var("HUNDRED_TURNS_FOLLOW_UP").as_deref() == Ok("1")
+}
+
+/// The relay's own figures over one phase of a run.
+#[derive(Clone, Copy)]
+struct RelayFigures {
+    wall: Duration,
+    /// utime + stime of the relay process.
+    cpu: Duration,
+    /// Its threads at the end.
+    threads: usize,
+    /// Its context switches (voluntary and not).
+    switches: u64,
+    /// The CPU time of its SQLite connection threads (part of `cpu`).
+    store_cpu: Duration,
+}
+
+/// Reads the relay's counters at the start of a phase and again at its end.
+struct RelayProbe {
+    pid: u32,
+    started: Instant,
+    cpu: Duration,
+    store_cpu: Duration,
+    switches: u64,
+}
+
+impl RelayProbe {
+    fn start(pid: u32) -> Self {
+        Self {
+            pid,
+            started: Instant::now(),
+            cpu: tree::cpu_time(pid),
+            store_cpu: tree::thread_cpu_time(pid, "sqlx-sqlite"),
+            switches: tree::context_switches(pid),
+        }
+    }
+
+    fn lap(&mut self) -> RelayFigures {
+        RelayFigures {
+            wall: self.started.elapsed(),
+            cpu: tree::cpu_time(self.pid).saturating_sub(self.cpu),
+            threads: tree::threads(self.pid),
+            switches: tree::context_switches(self.pid).saturating_sub(self.switches),
+            store_cpu: tree::thread_cpu_time(self.pid, "sqlx-sqlite")
+                .saturating_sub(self.store_cpu),
+        }
     }
 }
 
@@ -309,7 +421,7 @@ async fn exec_run(sessions: usize) -> Figures {
     let name = "(c) 100 × codex exec --json".replace("100", &sessions.to_string());
     let (turns, failed) = split(results, &name);
     if failed == 0 {
-        check(&model, sessions, &name);
+        check(&model, sessions, &name, 2);
     }
     Figures {
         name,
@@ -392,10 +504,10 @@ fn report(all: &[Figures], sessions: usize) {
             )
         });
         let (cpu, switches, store) = match f.relay {
-            Some((cpu, _, sw, store)) => (
-                format!("{:.2} ms/turn", ms(cpu) / sessions as f64),
-                format!("{:.0}/turn", sw as f64 / sessions as f64),
-                format!("{:.2} ms/turn", ms(store) / sessions as f64),
+            Some(r) => (
+                format!("{:.2} ms/turn", ms(r.cpu) / sessions as f64),
+                format!("{:.0}/turn", r.switches as f64 / sessions as f64),
+                format!("{:.2} ms/turn", ms(r.store_cpu) / sessions as f64),
             ),
             None => ("-".into(), "-".into(), "-".into()),
         };
@@ -425,7 +537,7 @@ fn report(all: &[Figures], sessions: usize) {
                 "{:<38} wall time {:.2}× (a)'s; relay threads at the end: {}",
                 f.name,
                 f.wall.as_secs_f64() / b,
-                f.relay.map_or("-".into(), |r| r.1.to_string())
+                f.relay.map_or("-".into(), |r| r.threads.to_string())
             );
         }
     }
@@ -461,15 +573,15 @@ async fn main() {
             String::new()
         };
         if let Some(base) = &baseline {
-            all.push(relay_run(base, sessions, 0, false, &format!(" BASELINE{label}")).await);
+            all.extend(relay_run(base, sessions, 0, false, &format!(" BASELINE{label}")).await);
         }
-        all.push(relay_run(&binary, sessions, 0, false, &label).await);
+        all.extend(relay_run(&binary, sessions, 0, false, &label).await);
         // The lever the issue names for the relay's CPU: fewer runtime threads (fewer
         // wake-ups).
-        all.push(relay_run(&binary, sessions, 0, true, &label).await);
+        all.extend(relay_run(&binary, sessions, 0, true, &label).await);
     }
     for per in pools {
-        all.push(relay_run(&binary, sessions, per, false, "").await);
+        all.extend(relay_run(&binary, sessions, per, false, "").await);
     }
     // HUNDRED_TURNS_EXEC=0 leaves out (c), e.g. while comparing relay settings.
     if std::env::var("HUNDRED_TURNS_EXEC").as_deref() != Ok("0") {

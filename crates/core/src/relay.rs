@@ -523,6 +523,11 @@ impl Relay {
         Ok(self.known(id)?.wait(after, timeout).await)
     }
 
+    /// Long-poll: waits until the session needs attention (see [`SessionHandle::wait_attention`]).
+    pub async fn wait_attention(&self, id: &str, timeout: Duration) -> Result<bool, RelayError> {
+        Ok(self.known(id)?.wait_attention(timeout).await)
+    }
+
     /// Answers a pending request; the first answer wins.
     pub async fn respond(
         &self,

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use codex_relay_core::{Relay, RelayError, SessionStatus};
+use codex_relay_core::{Relay, RelayError};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
@@ -174,7 +174,8 @@ impl RelayMcp {
                 _ = context.ct.cancelled() => {
                     return Err(ToolError("cancelled by the client".into()));
                 }
-                _ = tick.tick() => {
+                // Without a progress token there is nothing to report: no tick.
+                _ = tick.tick(), if token.is_some() => {
                     if let Some(token) = &token {
                         let waited = started.elapsed().as_millis() as f64;
                         let status = self
@@ -205,19 +206,7 @@ async fn settle(
 ) -> Result<(), RelayError> {
     match p.until.unwrap_or_default() {
         Until::Change => relay.wait(&p.session_id, after, timeout).await.map(drop),
-        Until::Attention => {
-            let deadline = tokio::time::Instant::now() + timeout;
-            loop {
-                let snap = relay.status(&p.session_id)?;
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                if snap.status != SessionStatus::Active || left.is_zero() {
-                    return Ok(());
-                }
-                // Wakes on the next event or status change; seq only grows, so nothing that
-                // happens between the snapshot and here is missed.
-                relay.wait(&p.session_id, snap.last_seq, left).await?;
-            }
-        }
+        Until::Attention => relay.wait_attention(&p.session_id, timeout).await.map(drop),
     }
 }
 

@@ -5,6 +5,7 @@ mod actor;
 mod agent_sync;
 mod agents;
 mod shared;
+mod status;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,6 +140,23 @@ impl SessionHandle {
             match tokio::time::timeout_at(deadline, rx.changed()).await {
                 Ok(Ok(())) => continue,
                 Ok(Err(_)) | Err(_) => return self.shared.last_seq() > after_seq,
+            }
+        }
+    }
+
+    /// Waits until the session needs attention: no turn running, or a request waiting for an
+    /// answer (any status but `active`), at most `timeout`. It wakes on status changes only,
+    /// not on every logged event. Returns whether the session needs attention.
+    pub async fn wait_attention(&self, timeout: Duration) -> bool {
+        let mut rx = self.shared.subscribe_status();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if *rx.borrow_and_update() != SessionStatus::Active {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) | Err(_) => return *rx.borrow() != SessionStatus::Active,
             }
         }
     }

@@ -4,88 +4,16 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::agents::{AgentInfo, Agents};
+pub use super::status::{SessionSnapshot, SessionStatus};
 use crate::answer::PendingKind;
 use crate::broker::PendingView;
 use crate::event::{AgentRef, Delta, Envelope, Ev, Role, TurnEndStatus, Usage};
 use crate::ids::now_ms;
 use crate::store::{SessionRecord, Store, StoredEvent};
-
-/// Where a session stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionStatus {
-    /// A turn is running.
-    Active,
-    /// A turn waits for an approval.
-    AwaitingApproval,
-    /// A turn waits for an answer to a question or a tool call.
-    AwaitingInput,
-    /// No turn is running; the last one completed (or there was none yet).
-    Idle,
-    /// The last turn was interrupted.
-    Interrupted,
-    /// The last turn failed, or Codex died under it.
-    Error,
-    /// Closed; it takes no more input.
-    Closed,
-}
-
-impl SessionStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionStatus::Active => "active",
-            SessionStatus::AwaitingApproval => "awaiting_approval",
-            SessionStatus::AwaitingInput => "awaiting_input",
-            SessionStatus::Idle => "idle",
-            SessionStatus::Interrupted => "interrupted",
-            SessionStatus::Error => "error",
-            SessionStatus::Closed => "closed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        serde_json::from_value(Value::String(s.to_owned())).ok()
-    }
-
-    /// A turn is running (in any of its forms).
-    pub fn is_running(self) -> bool {
-        matches!(
-            self,
-            Self::Active | Self::AwaitingApproval | Self::AwaitingInput
-        )
-    }
-}
-
-/// What a front sees of a session at a glance.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionSnapshot {
-    pub session_id: String,
-    pub status: SessionStatus,
-    pub cwd: Option<String>,
-    pub model: Option<String>,
-    pub turn_count: u64,
-    pub current_turn: Option<String>,
-    pub last_seq: u64,
-    /// The final message of the last completed turn (parsed JSON when it had an output schema).
-    pub result: Option<Value>,
-    pub last_error: Option<String>,
-    pub usage: Option<Usage>,
-    pub pending: Vec<PendingView>,
-    /// Sub-agents this session's thread spawned (at any depth), with their running turn.
-    pub agents: Vec<AgentInfo>,
-    pub created_at: i64,
-    pub updated_at: i64,
-    /// While the store cannot take writes: why, for how long, the writes held in memory, and
-    /// whether Codex is paused (the live view goes on; nothing is lost once it takes writes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store_fault: Option<crate::store::StoreFault>,
-}
 
 /// Where an event of a sub-agent comes from; absent for the session's own thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +61,8 @@ pub struct SessionShared {
     pub id: String,
     state: Mutex<State>,
     changed: watch::Sender<u64>,
+    /// The status alone, for waiters that care only when it changes (not on every event).
+    status: watch::Sender<SessionStatus>,
     /// Live deltas, made on the first subscription: a channel's 1024 slots cost every session
     /// (100 at once measured ~4% of the relay's CPU) while most are never watched live.
     deltas: std::sync::OnceLock<broadcast::Sender<Delta>>,
@@ -149,10 +79,12 @@ pub(crate) const RAW_CHUNK: usize = 64;
 impl SessionShared {
     pub(crate) fn new(id: String, store: Store, buffer: usize, init: State) -> Arc<Self> {
         let (changed, _) = watch::channel(0);
+        let (status, _) = watch::channel(init.status);
         Arc::new(Self {
             id,
             state: Mutex::new(init),
             changed,
+            status,
             deltas: std::sync::OnceLock::new(),
             store,
             buffer: buffer.max(16),
@@ -242,12 +174,20 @@ impl SessionShared {
             return;
         }
         let mut s = self.lock();
+        // The burst goes to the store (and its spool) as one write, still under the lock so
+        // seq order is queue order.
+        let mut stored = Vec::with_capacity(events.len());
         for e in events {
             let origin = e.origin.as_deref();
             self.apply(&mut s, e.turn.as_deref(), &e.ev, origin);
-            self.push(&mut s, e.role, e.turn, e.ev, origin);
-            self.refresh_status(&mut s);
+            stored.push(self.log(&mut s, e.role, e.turn, e.ev, origin));
+            if Self::derive(&s) != s.status {
+                // The status event goes to the store at once, after what came before it.
+                self.store.append_events(std::mem::take(&mut stored));
+                self.refresh_status(&mut s);
+            }
         }
+        self.store.append_events(stored);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
     }
@@ -260,6 +200,21 @@ impl SessionShared {
         ev: Ev,
         origin: Option<&Origin>,
     ) -> u64 {
+        let stored = self.log(s, role, turn, ev, origin);
+        self.store.append_event(stored);
+        s.last_seq
+    }
+
+    /// Gives the event the next seq and keeps it in memory and in the feed; returns it as the
+    /// store keeps it, for the caller to queue.
+    fn log(
+        &self,
+        s: &mut State,
+        role: Role,
+        turn: Option<String>,
+        ev: Ev,
+        origin: Option<&Origin>,
+    ) -> StoredEvent {
         s.last_seq += 1;
         s.updated_at = now_ms();
         let env = Envelope {
@@ -272,13 +227,12 @@ impl SessionShared {
             agent: origin.map(|o| o.agent.clone()),
             ev,
         };
-        let json = serde_json::to_string(&env).unwrap_or_default();
-        self.store.append_event(StoredEvent {
+        let stored = StoredEvent {
             session_id: self.id.clone(),
             seq: env.seq as i64,
             time: env.time,
-            json,
-        });
+            json: serde_json::to_string(&env).unwrap_or_default(),
+        };
         let env = Arc::new(env);
         if let Some(feed) = self.feed.get() {
             feed.logged(&self.id, &env);
@@ -287,7 +241,7 @@ impl SessionShared {
         while s.events.len() > self.buffer {
             s.events.pop_front();
         }
-        s.last_seq
+        stored
     }
 
     /// Keeps the derived fields in step with what an event says. A sub-agent's events only
@@ -380,6 +334,7 @@ impl SessionShared {
         let next = Self::derive(s);
         if next != s.status {
             s.status = next;
+            self.status.send_replace(next);
             self.push(
                 s,
                 Role::System,
@@ -677,6 +632,10 @@ impl SessionShared {
     /// The last raw Codex lines kept in memory.
     pub fn raw_tail(&self) -> Vec<Arc<String>> {
         self.lock().raw.iter().cloned().collect()
+    }
+
+    pub fn subscribe_status(&self) -> watch::Receiver<SessionStatus> {
+        self.status.subscribe()
     }
 
     pub fn subscribe_changes(&self) -> watch::Receiver<u64> {

@@ -113,6 +113,9 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     ops: mpsc::UnboundedSender<Op>,
+    /// Cuts the writer's linger short: rung after a flush or close is queued (writes do not
+    /// ring it, so a burst of writes wakes the writer once).
+    urgent: Arc<tokio::sync::Notify>,
     spool: Option<Arc<spool::Spool>>,
     /// Set once a write was dropped because the store is closed (logged once).
     dropped_logged: AtomicBool,
@@ -178,9 +181,10 @@ impl Store {
         );
         let left_note = notes.as_ref().and_then(lost::NotePlaces::read);
         let losses = Arc::default();
+        let urgent = Arc::new(tokio::sync::Notify::new());
         tokio::spawn(writer::run(
             pool.clone(),
-            rx,
+            (rx, Arc::clone(&urgent)),
             options,
             stats.clone(),
             spool.clone(),
@@ -190,6 +194,7 @@ impl Store {
             inner: Arc::new(Inner {
                 pool,
                 ops,
+                urgent,
                 spool,
                 dropped_logged: AtomicBool::new(false),
                 stats,
@@ -266,6 +271,19 @@ impl Store {
         self.enqueue(Op::Write(Item::Event(ev)));
     }
 
+    /// Queues events in order, spooled as one write (a burst of one session's log).
+    pub fn append_events(&self, events: Vec<StoredEvent>) {
+        match &self.inner.spool {
+            Some(spool) if !self.inner.ops.is_closed() => spool
+                .append_all(events.into_iter().map(Item::Event).collect(), |item| {
+                    self.send(Op::Write(item))
+                }),
+            _ => events
+                .into_iter()
+                .for_each(|ev| self.send(Op::Write(Item::Event(ev)))),
+        }
+    }
+
     /// Queues one raw Codex line; only the newest [`StoreOptions::raw_lines_per_session`] are kept.
     pub fn append_raw(&self, session_id: &str, line: &str) {
         self.enqueue(Op::Write(Item::Raw {
@@ -292,6 +310,7 @@ impl Store {
             .ops
             .send(Op::Flush(tx))
             .map_err(|_| StoreError::Closed)?;
+        self.inner.urgent.notify_one();
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -448,7 +467,10 @@ impl Store {
         self.inner.stats.set_closing();
         let (tx, rx) = oneshot::channel();
         let result = match self.inner.ops.send(Op::Close(tx)) {
-            Ok(()) => rx.await.unwrap_or(Ok(())),
+            Ok(()) => {
+                self.inner.urgent.notify_one();
+                rx.await.unwrap_or(Ok(()))
+            }
             Err(_) => Ok(()),
         };
         on_pool!(&self.inner.pool, |p| p.close().await);

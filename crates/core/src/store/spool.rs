@@ -2,8 +2,9 @@
 //! can see it, so a relay killed inside the writer's linger window loses nothing; the next
 //! start replays what the database lacks.
 //!
-//! Each write is one `write(2)` of one line, without `fsync`: it survives the relay's death
-//! (the kernel holds it), not the machine's. Files rotate at [`ROTATE_BYTES`] and are deleted
+//! Each write is a line of JSON; a write, or a burst of one session's events, goes to the file
+//! with one `write(2)`, without `fsync`: it survives the relay's death (the kernel holds it),
+//! not the machine's. Files rotate at [`ROTATE_BYTES`] and are deleted
 //! once everything in them is committed.
 
 use std::borrow::Cow;
@@ -153,45 +154,74 @@ impl Spool {
     /// Appends one write and then runs `queue` while still holding the spool, so writes reach
     /// the writer in spool order.
     pub fn append(&self, item: Item, queue: impl FnOnce(Item)) {
+        let mut queue = Some(queue);
+        self.append_all(vec![item], |item| {
+            if let Some(queue) = queue.take() {
+                queue(item);
+            }
+        });
+    }
+
+    /// Appends writes with one `write(2)`, then runs `queue` on each, in order, while still
+    /// holding the spool.
+    pub fn append_all(&self, items: Vec<Item>, mut queue: impl FnMut(Item)) {
         let mut st = self.lock();
-        if let Some(line) = Line::of(&item) {
-            let mut text = serde_json::to_string(&line).unwrap_or_default();
-            text.push('\n');
-            match st.file.write_all(text.as_bytes()) {
-                Ok(()) => st.failed = false,
+        let mut text = Vec::new();
+        // Per write: None for a raw line (never spooled), else whether it serialized.
+        let lines: Vec<Option<bool>> = items
+            .iter()
+            .map(|item| {
+                Line::of(item).map(|line| {
+                    let ok = serde_json::to_writer(&mut text, &line).is_ok();
+                    text.push(b'\n');
+                    ok
+                })
+            })
+            .collect();
+        let written = text.is_empty()
+            || match st.file.write_all(&text) {
+                Ok(()) => {
+                    st.failed = false;
+                    true
+                }
                 Err(e) => {
                     if !st.failed {
                         tracing::error!(dir = %self.dir.display(), "could not spool a write (it is still queued, but not safe from a crash): {e}");
                     }
                     st.failed = true;
-                    let number = st.written + 1;
-                    match st.unspooled.last_mut() {
-                        Some((_, end)) if *end + 1 == number => *end = number,
-                        _ => st.unspooled.push((number, number)),
-                    }
+                    false
                 }
-            }
-            st.bytes += text.len() as u64;
-            if st.bytes >= ROTATE_BYTES {
-                self.rotate(&mut st);
-            }
-        } else {
-            // Raw lines are never spooled; they only keep a run of failed writes in one range.
+            };
+        st.bytes += text.len() as u64;
+        for (item, line) in items.into_iter().zip(lines) {
             let number = st.written + 1;
-            if let Some((_, end)) = st.unspooled.last_mut()
-                && *end + 1 == number
-            {
-                *end = number;
+            let run = st
+                .unspooled
+                .last_mut()
+                .filter(|(_, end)| *end + 1 == number);
+            match (line, run) {
+                (Some(true), _) if written => {}
+                // Not in the spool: only the database can still keep it.
+                (Some(_), Some((_, end))) => *end = number,
+                (Some(_), None) => st.unspooled.push((number, number)),
+                // Raw lines are never spooled; they only keep a run of failed writes in one
+                // range.
+                (None, Some((_, end))) => *end = number,
+                (None, None) => {}
             }
+            st.written += 1;
+            queue(item);
         }
-        st.written += 1;
-        queue(item);
+        if st.bytes >= ROTATE_BYTES {
+            self.rotate(&mut st);
+        }
     }
 
     fn rotate(&self, st: &mut State) {
         match create(&self.dir, st.generation + 1) {
             Ok(file) => {
-                let sealed = (st.generation, st.written + 1);
+                // The sealed file holds writes up to this number.
+                let sealed = (st.generation, st.written);
                 st.sealed.push_back(sealed);
                 st.file = file;
                 st.generation += 1;
@@ -249,4 +279,57 @@ fn create(dir: &Path, generation: u64) -> std::io::Result<File> {
         .create(true)
         .append(true)
         .open(name(dir, generation))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: i64) -> Item {
+        Item::Event(StoredEvent {
+            session_id: "s".into(),
+            seq,
+            time: seq * 10,
+            json: format!("{{\"seq\":{seq}}}"),
+        })
+    }
+
+    fn seqs(items: &[Item]) -> Vec<i64> {
+        items
+            .iter()
+            .map(|item| match item {
+                Item::Event(e) => e.seq,
+                _ => -1,
+            })
+            .collect()
+    }
+
+    /// A burst is one write: a relay killed after it replays the whole burst, in order, after
+    /// what came before; raw lines are numbered but never spooled.
+    #[test]
+    fn a_burst_is_replayed_whole_and_in_order_after_a_kill() {
+        let dir = tempfile::tempdir().unwrap();
+        let (spool, replay) = Spool::open(dir.path()).unwrap().unwrap();
+        assert!(replay.is_empty());
+        let mut queued = Vec::new();
+        spool.append(event(1), |item| queued.push(item));
+        let raw = Item::Raw {
+            session_id: "s".into(),
+            line: "{}".into(),
+        };
+        spool.append_all(vec![event(2), raw, event(3), event(4)], |item| {
+            queued.push(item)
+        });
+        assert_eq!(seqs(&queued), [1, 2, -1, 3, 4], "queued in the order given");
+        let written = std::fs::read_to_string(name(dir.path(), 1)).unwrap();
+        assert_eq!(written.lines().count(), 4, "{written}");
+        assert!((1..=5).all(|n| spool.holds(n)));
+        // Killed: nothing committed, the lock goes with the process.
+        drop(spool);
+        let (again, replay) = Spool::open(dir.path()).unwrap().unwrap();
+        assert_eq!(seqs(&replay), [1, 2, 3, 4]);
+        // The replayed writes are this spool's first; once committed, their file goes.
+        again.committed(replay.len() as u64);
+        assert!(!name(dir.path(), 1).exists());
+    }
 }

@@ -501,7 +501,7 @@ fn record_failure(unreported: &mut Option<StoreError>, lost_now: usize, error: s
 /// The writer task: runs until every `Store` clone is dropped or `close()` is called.
 pub(crate) async fn run(
     pool: Pool,
-    mut rx: mpsc::UnboundedReceiver<Op>,
+    (mut rx, urgent): (mpsc::UnboundedReceiver<Op>, Arc<tokio::sync::Notify>),
     options: StoreOptions,
     stats: std::sync::Arc<super::StoreStats>,
     spool: Option<Arc<super::spool::Spool>>,
@@ -543,15 +543,21 @@ pub(crate) async fn run(
                     next = rx.try_recv().ok();
                 }
             }
-            // Nothing more queued yet: wait a little for the next burst, unless the batch is
-            // full or someone waits for it.
+            // Nothing more queued yet: wait a little for the rest of the burst, unless the batch
+            // is full or someone waits for it. The wait is a sleep, not a receive, so writes
+            // arriving meanwhile do not wake the writer one by one; a flush or close rings
+            // `urgent` and cuts it short.
             if items.len() >= cap || !flush_waiters.is_empty() || !close_waiters.is_empty() {
                 break;
             }
-            match tokio::time::timeout_at(linger_until, rx.recv()).await {
-                Ok(Some(op)) => next = Some(op),
-                Ok(None) | Err(_) => break,
+            if tokio::time::Instant::now() >= linger_until {
+                break;
             }
+            tokio::select! {
+                () = tokio::time::sleep_until(linger_until) => {}
+                () = urgent.notified() => {}
+            }
+            next = rx.try_recv().ok();
         }
         if !items.is_empty() {
             let started = std::time::Instant::now();
