@@ -184,7 +184,7 @@ async fn until_done(
     loop {
         let args = json!({"sessionId": session, "cursor": cursor, "waitMs": 30000,
             "until": "attention"});
-        let st = call(&client, "codex_status", args).await?;
+        let st = call(client, "codex_status", args).await?;
         cursor = st["nextCursor"].as_u64().unwrap_or(cursor);
         match st["status"].as_str().unwrap_or_default() {
             "done" if st["turnCount"].as_u64() == Some(turns) => return Ok(started.elapsed()),
