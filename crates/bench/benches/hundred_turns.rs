@@ -30,7 +30,9 @@
 //! the same run, and `HUNDRED_TURNS_REPEAT=N` runs the one-app-server arrangements N times,
 //! interleaved: on two shared cores a change of the relay's CPU per turn is only seen as a
 //! same-run ratio. The `SQLite CPU` column is the part of the relay's CPU spent on the store's
-//! SQLite connection threads.
+//! SQLite connection threads. `HUNDRED_TURNS_FOLLOW_UP=1` then runs a second turn on every
+//! session, all at once (`codex_say`), and reports it as its own row: what a turn costs once
+//! its session exists.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -474,7 +476,7 @@ fn report(all: &[Figures], sessions: usize) {
         "\n{sessions} sessions, one turn each (exec_command `echo hi` + a message), all at once; Codex {NEW}"
     );
     println!(
-        "{:<38} {:>8} {:>9} {:>9} {:>6} {:>10} {:>10} {:>9} {:>9} {:>6} {:>11} {:>9} {:>11}",
+        "{:<54} {:>8} {:>9} {:>9} {:>6} {:>10} {:>10} {:>9} {:>9} {:>6} {:>11} {:>9} {:>11}",
         "arrangement",
         "wall s",
         "p50 ms",
@@ -512,7 +514,7 @@ fn report(all: &[Figures], sessions: usize) {
             None => ("-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<38} {:>8.2} {:>9.0} {:>9.0} {:>6} {:>8} MB {:>7} MB {:>8.1}× {:>8.1}× {:>6} {:>11} {:>9} {:>11}",
+            "{:<54} {:>8.2} {:>9.0} {:>9.0} {:>6} {:>8} MB {:>7} MB {:>8.1}× {:>8.1}× {:>6} {:>11} {:>9} {:>11}",
             f.name,
             f.wall.as_secs_f64(),
             p50,
@@ -534,7 +536,7 @@ fn report(all: &[Figures], sessions: usize) {
     if let Some(b) = base_wall {
         for f in all {
             println!(
-                "{:<38} wall time {:.2}× (a)'s; relay threads at the end: {}",
+                "{:<54} wall time {:.2}× (a)'s; relay threads at the end: {}",
                 f.name,
                 f.wall.as_secs_f64() / b,
                 f.relay.map_or("-".into(), |r| r.threads.to_string())
