@@ -113,9 +113,11 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     ops: mpsc::UnboundedSender<Op>,
-    /// Cuts the writer's linger short: rung after a flush or close is queued (writes do not
-    /// ring it, so a burst of writes wakes the writer once).
+    /// Cuts the writer's linger short: rung after a flush or close is queued, or once a full
+    /// batch is queued (other writes do not ring it, so a burst wakes the writer once).
     urgent: Arc<tokio::sync::Notify>,
+    /// [`StoreOptions::max_batch`].
+    max_batch: i64,
     spool: Option<Arc<spool::Spool>>,
     /// Set once a write was dropped because the store is closed (logged once).
     dropped_logged: AtomicBool,
@@ -182,6 +184,7 @@ impl Store {
         let left_note = notes.as_ref().and_then(lost::NotePlaces::read);
         let losses = Arc::default();
         let urgent = Arc::new(tokio::sync::Notify::new());
+        let max_batch = i64::try_from(options.max_batch.max(1)).unwrap_or(i64::MAX);
         tokio::spawn(writer::run(
             pool.clone(),
             (rx, Arc::clone(&urgent)),
@@ -195,6 +198,7 @@ impl Store {
                 pool,
                 ops,
                 urgent,
+                max_batch,
                 spool,
                 dropped_logged: AtomicBool::new(false),
                 stats,
@@ -255,13 +259,16 @@ impl Store {
     }
 
     fn send(&self, op: Op) {
-        if let Op::Write(item) = &op {
-            self.inner.stats.enqueued(item.weight());
-        }
+        // A full batch's worth queued: the writer stops lingering (writes alone never wake it).
+        let full = matches!(&op, Op::Write(item)
+            if self.inner.stats.enqueued(item.weight()) >= self.inner.max_batch);
         if self.inner.ops.send(op).is_err()
             && !self.inner.dropped_logged.swap(true, Ordering::Relaxed)
         {
             tracing::error!("the store is closed: writes after close() are dropped");
+        }
+        if full {
+            self.inner.urgent.notify_one();
         }
     }
 

@@ -49,14 +49,16 @@ impl StoreStats {
         }
     }
 
-    pub(crate) fn enqueued(&self, bytes: usize) {
-        self.queued.fetch_add(1, Ordering::Relaxed);
+    /// Counts one queued write; returns how many are queued and not yet committed.
+    pub(crate) fn enqueued(&self, bytes: usize) -> i64 {
+        let queued = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
         let depth = self.queued_bytes.fetch_add(bytes as i64, Ordering::Relaxed) + bytes as i64;
         if depth >= self.bound && *self.gate.borrow() {
             self.gate
                 .send_if_modified(|open| std::mem::replace(open, false));
             self.paused.fetch_add(1, Ordering::Relaxed);
         }
+        queued
     }
 
     /// Open while the write queue is under its bound: whoever feeds the store (the Codex

@@ -545,8 +545,8 @@ pub(crate) async fn run(
             }
             // Nothing more queued yet: wait a little for the rest of the burst, unless the batch
             // is full or someone waits for it. The wait is a sleep, not a receive, so writes
-            // arriving meanwhile do not wake the writer one by one; a flush or close rings
-            // `urgent` and cuts it short.
+            // arriving meanwhile do not wake the writer one by one; a flush, a close or a full
+            // batch's worth of queued writes rings `urgent` and cuts it short.
             if items.len() >= cap || !flush_waiters.is_empty() || !close_waiters.is_empty() {
                 break;
             }
