@@ -149,15 +149,11 @@ impl SessionHandle {
     /// not on every logged event. Returns whether the session needs attention.
     pub async fn wait_attention(&self, timeout: Duration) -> bool {
         let mut rx = self.shared.subscribe_status();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if *rx.borrow_and_update() != SessionStatus::Active {
-                return true;
-            }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) | Err(_) => return *rx.borrow() != SessionStatus::Active,
-            }
-        }
+        let needs = |s: &SessionStatus| *s != SessionStatus::Active;
+        let reached = matches!(
+            tokio::time::timeout(timeout, rx.wait_for(needs)).await,
+            Ok(Ok(_))
+        );
+        reached || needs(&rx.borrow())
     }
 }
