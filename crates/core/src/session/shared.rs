@@ -175,19 +175,19 @@ impl SessionShared {
         }
         let mut s = self.lock();
         // The burst goes to the store (and its spool) as one write, still under the lock so
-        // seq order is queue order.
-        let mut stored = Vec::with_capacity(events.len());
+        // seq order is queue order; the feed sees each event only once it is spooled.
+        let mut burst = Vec::with_capacity(events.len());
         for e in events {
             let origin = e.origin.as_deref();
             self.apply(&mut s, e.turn.as_deref(), &e.ev, origin);
-            stored.push(self.log(&mut s, e.role, e.turn, e.ev, origin));
+            burst.push(self.log(&mut s, e.role, e.turn, e.ev, origin));
             if Self::derive(&s) != s.status {
                 // The status event goes to the store at once, after what came before it.
-                self.store.append_events(std::mem::take(&mut stored));
+                self.queue(std::mem::take(&mut burst));
                 self.refresh_status(&mut s);
             }
         }
-        self.store.append_events(stored);
+        self.queue(burst);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
     }
@@ -200,13 +200,22 @@ impl SessionShared {
         ev: Ev,
         origin: Option<&Origin>,
     ) -> u64 {
-        let stored = self.log(s, role, turn, ev, origin);
-        self.store.append_event(stored);
+        let logged = self.log(s, role, turn, ev, origin);
+        self.queue(vec![logged]);
         s.last_seq
     }
 
-    /// Gives the event the next seq and keeps it in memory and in the feed; returns it as the
-    /// store keeps it, for the caller to queue.
+    /// Queues logged events to the store in order, then shows them to the relay-wide feed.
+    fn queue(&self, burst: Vec<(StoredEvent, Arc<Envelope>)>) {
+        let (stored, envs): (Vec<_>, Vec<_>) = burst.into_iter().unzip();
+        self.store.append_events(stored);
+        if let Some(feed) = self.feed.get() {
+            envs.iter().for_each(|env| feed.logged(&self.id, env));
+        }
+    }
+
+    /// Gives the event the next seq and keeps it in memory; returns it as the store keeps it
+    /// and as the feed shows it, for the caller to [`queue`](Self::queue).
     fn log(
         &self,
         s: &mut State,
@@ -214,7 +223,7 @@ impl SessionShared {
         turn: Option<String>,
         ev: Ev,
         origin: Option<&Origin>,
-    ) -> StoredEvent {
+    ) -> (StoredEvent, Arc<Envelope>) {
         s.last_seq += 1;
         s.updated_at = now_ms();
         let env = Envelope {
@@ -234,14 +243,11 @@ impl SessionShared {
             json: serde_json::to_string(&env).unwrap_or_default(),
         };
         let env = Arc::new(env);
-        if let Some(feed) = self.feed.get() {
-            feed.logged(&self.id, &env);
-        }
-        s.events.push_back(env);
+        s.events.push_back(env.clone());
         while s.events.len() > self.buffer {
             s.events.pop_front();
         }
-        stored
+        (stored, env)
     }
 
     /// Keeps the derived fields in step with what an event says. A sub-agent's events only
