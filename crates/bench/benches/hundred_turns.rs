@@ -242,7 +242,7 @@ async fn relay_run(
     let cwd = home.workspace().display().to_string();
 
     let sampler = tree::Sampler::start(Duration::from_millis(100));
-    let mut probe = RelayProbe::start(pid);
+    let probe = RelayProbe::start(pid);
     let results = futures_join(
         (0..sessions).map(|i| tokio::spawn(relay_turn(client.clone(), i, cwd.clone()))),
     )
@@ -288,7 +288,7 @@ async fn relay_run(
     // own: what a turn costs once its session exists (no `thread/start`, no MCP session start).
     if follow_ups() && failed == 0 {
         let sampler = tree::Sampler::start(Duration::from_millis(100));
-        let mut probe = RelayProbe::start(pid);
+        let probe = RelayProbe::start(pid);
         let results = futures_join(
             ids.into_iter()
                 .map(|(i, id)| tokio::spawn(follow_up(client.clone(), i, id))),
@@ -352,7 +352,7 @@ impl RelayProbe {
         }
     }
 
-    fn lap(&mut self) -> RelayFigures {
+    fn lap(&self) -> RelayFigures {
         RelayFigures {
             wall: self.started.elapsed(),
             cpu: tree::cpu_time(self.pid).saturating_sub(self.cpu),

@@ -248,13 +248,16 @@ impl Store {
         Arc::clone(&self.inner.stats)
     }
 
-    fn enqueue(&self, op: Op) {
-        match (&self.inner.spool, op) {
-            // A write after close() is dropped, not spooled for the next run.
-            (Some(spool), Op::Write(item)) if !self.inner.ops.is_closed() => {
-                spool.append(item, |item| self.send(Op::Write(item)))
+    /// Queues writes in order: spooled first (all of them with one `write(2)`), then sent to
+    /// the writer. A write after close() is dropped, not spooled for the next run.
+    fn enqueue(&self, items: Vec<Item>) {
+        match &self.inner.spool {
+            Some(spool) if !self.inner.ops.is_closed() => {
+                spool.append_all(items, |item| self.send(Op::Write(item)))
             }
-            (_, op) => self.send(op),
+            _ => items
+                .into_iter()
+                .for_each(|item| self.send(Op::Write(item))),
         }
     }
 
@@ -275,38 +278,30 @@ impl Store {
     /// Queues one event (never waits on the database). A second event with the same
     /// `(session_id, seq)` is ignored: the first one written wins.
     pub fn append_event(&self, ev: StoredEvent) {
-        self.enqueue(Op::Write(Item::Event(ev)));
+        self.enqueue(vec![Item::Event(ev)]);
     }
 
     /// Queues events in order, spooled as one write (a burst of one session's log).
     pub fn append_events(&self, events: Vec<StoredEvent>) {
-        match &self.inner.spool {
-            Some(spool) if !self.inner.ops.is_closed() => spool
-                .append_all(events.into_iter().map(Item::Event).collect(), |item| {
-                    self.send(Op::Write(item))
-                }),
-            _ => events
-                .into_iter()
-                .for_each(|ev| self.send(Op::Write(Item::Event(ev)))),
-        }
+        self.enqueue(events.into_iter().map(Item::Event).collect());
     }
 
     /// Queues one raw Codex line; only the newest [`StoreOptions::raw_lines_per_session`] are kept.
     pub fn append_raw(&self, session_id: &str, line: &str) {
-        self.enqueue(Op::Write(Item::Raw {
+        self.enqueue(vec![Item::Raw {
             session_id: session_id.to_owned(),
             line: line.to_owned(),
-        }));
+        }]);
     }
 
     /// Queues an insert-or-replace of the session with this id.
     pub fn upsert_session(&self, rec: SessionRecord) {
-        self.enqueue(Op::Write(Item::Session(rec)));
+        self.enqueue(vec![Item::Session(rec)]);
     }
 
     /// Queues an insert-or-replace of the pending request with this id.
     pub fn upsert_pending(&self, rec: PendingRecord) {
-        self.enqueue(Op::Write(Item::Pending(rec)));
+        self.enqueue(vec![Item::Pending(rec)]);
     }
 
     /// Barrier: resolves once everything queued before the call is committed. Returns the

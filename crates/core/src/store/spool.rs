@@ -151,19 +151,8 @@ impl Spool {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends one write and then runs `queue` while still holding the spool, so writes reach
-    /// the writer in spool order.
-    pub fn append(&self, item: Item, queue: impl FnOnce(Item)) {
-        let mut queue = Some(queue);
-        self.append_all(vec![item], |item| {
-            if let Some(queue) = queue.take() {
-                queue(item);
-            }
-        });
-    }
-
     /// Appends writes with one `write(2)`, then runs `queue` on each, in order, while still
-    /// holding the spool.
+    /// holding the spool, so writes reach the writer in spool order.
     pub fn append_all(&self, items: Vec<Item>, mut queue: impl FnMut(Item)) {
         let mut st = self.lock();
         let mut text = Vec::new();
@@ -304,15 +293,15 @@ mod tests {
             .collect()
     }
 
-    /// A burst is one write: a relay killed after it replays the whole burst, in order, after
-    /// what came before; raw lines are numbered but never spooled.
+    /// A relay killed after spooling a burst replays the whole burst, in order, after what
+    /// came before; raw lines are numbered but never spooled.
     #[test]
     fn a_burst_is_replayed_whole_and_in_order_after_a_kill() {
         let dir = tempfile::tempdir().unwrap();
         let (spool, replay) = Spool::open(dir.path()).unwrap().unwrap();
         assert!(replay.is_empty());
         let mut queued = Vec::new();
-        spool.append(event(1), |item| queued.push(item));
+        spool.append_all(vec![event(1)], |item| queued.push(item));
         let raw = Item::Raw {
             session_id: "s".into(),
             line: "{}".into(),
