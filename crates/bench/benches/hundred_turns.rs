@@ -9,7 +9,10 @@
 //! (c) 100 `codex exec --json` processes at once, the process-per-task way;
 //! and (a) again with `TOKIO_WORKER_THREADS=1` (the relay's runtime on one worker thread), the
 //! "fewer runtime threads" lever for the relay's CPU per turn, before/after in the same run.
-//! `HUNDRED_TURNS_EXEC=0` leaves out (c).
+//! `HUNDRED_TURNS_EXEC=0` leaves out (c). (f), the floor: `drive-app-server` (this crate's
+//! binary) runs the same turns over one app-server with only the project's peer in between; its
+//! CPU per turn, taken like the relay's, is what reading and parsing Codex's lines costs here;
+//! bare, with no peer either (each line parsed into a JSON value), the least any client pays.
 //!
 //! Figures per arrangement: wall time (first call to last turn known done), p50/p99 turn time
 //! (a turn is timed from its start call to its completion being seen; it includes creating the
@@ -48,6 +51,8 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+#[path = "hundred_turns/floor.rs"]
+mod floor;
 #[path = "mcp_turns/support.rs"]
 #[allow(dead_code)]
 mod support;
@@ -533,6 +538,7 @@ fn report(all: &[Figures], sessions: usize) {
     println!(
         "\nc/RSS, c/PSS: how many times less memory than (c) (higher is better; target ≥ 5×)."
     );
+    println!("relay CPU of (f): the driver's own CPU, taken the same way as the relay's.");
     if let Some(b) = base_wall {
         for f in all {
             println!(
@@ -581,6 +587,8 @@ async fn main() {
         // The lever the issue names for the relay's CPU: fewer runtime threads (fewer
         // wake-ups).
         all.extend(relay_run(&binary, sessions, 0, true, &label).await);
+        all.extend(floor::floor_run(sessions, false, &label).await);
+        all.extend(floor::floor_run(sessions, true, &label).await);
     }
     for per in pools {
         all.extend(relay_run(&binary, sessions, per, false, "").await);
