@@ -617,7 +617,10 @@ async fn read_loop<R: AsyncRead + Unpin>(inner: Arc<Inner>, reader: R, exit: Opt
             }
         }
         let next = match &mut exit {
+            // Lines first: the exit future is only polled when no line is ready, not once per
+            // line (each poll of it takes a lock); once it resolves, what is left is drained.
             Some(exit_fut) => tokio::select! {
+                biased;
                 frame = frames.next() => Ok(frame),
                 err = exit_fut => Err(err),
             },
