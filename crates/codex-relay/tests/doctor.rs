@@ -1,5 +1,6 @@
 //! `codex-relay doctor` against the real pinned binaries, and against something that is not Codex;
-//! its store check on a fresh path, a store another connection has locked, and a read-only one.
+//! its store check on a fresh path, a store another connection has locked, a read-only one, and
+//! Postgres (writable, read-only, absent).
 
 use std::path::Path;
 use std::process::Command;
@@ -261,4 +262,83 @@ async fn doctor_fails_a_read_only_store_and_a_new_one_in_a_read_only_directory()
                 .unwrap_or_default()
         );
     }
+}
+
+/// `url` with its user (and any password) replaced by `user:password`.
+fn as_user(url: &str, user: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a postgres:// URL");
+    let host = rest.split_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{user}:{password}@{host}")
+}
+
+/// Postgres: the test database takes writes (its password never printed); a role whose
+/// transactions are read-only by default, as on a standby, fails with that reason; a server
+/// that is not there fails promptly with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_on_postgres_passes_a_writable_database_and_fails_a_read_only_or_absent_one() {
+    use sqlx::Connection;
+    let Some(url) = codex_relay_testkit::postgres::url("doctor on Postgres") else {
+        return;
+    };
+    let bin =
+        codex_relay_testkit::codex_bin(codex_relay_testkit::NEWEST).expect("pinned Codex installs");
+    let home = tempfile::tempdir().unwrap();
+    let run = |db: &str| tokio::task::block_in_place(|| doctor_on(&bin, home.path(), db));
+
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let role = format!("doctor_ro_{}", std::process::id());
+    for sql in [
+        format!("DROP ROLE IF EXISTS {role}"),
+        format!("CREATE ROLE {role} LOGIN PASSWORD 'hunter2'"),
+        format!("ALTER ROLE {role} SET default_transaction_read_only = on"),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+
+    let (ok, text) = run(&url);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("store:           postgres at ") && text.contains(": takes writes"),
+        "{text}"
+    );
+
+    let (ok, text) = run(&as_user(&url, &role, "hunter2"));
+    assert!(!ok, "a read-only database fails doctor: {text}");
+    assert!(
+        text.contains(&format!(
+            "store:           FAILED: the postgres store at postgres://{role}:***@"
+        )) && text.contains("cannot take writes")
+            && text.contains("transaction_read_only = on"),
+        "the reason, and the URL without its password: {text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = std::time::Instant::now();
+    let (ok, text) = run(&format!(
+        "postgres://postgres:hunter2@127.0.0.1:{port}/nothing"
+    ));
+    assert!(!ok, "a server that is not there fails doctor: {text}");
+    assert!(
+        text.contains("store:           FAILED: cannot open the postgres store at")
+            && !text.contains("hunter2"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "doctor gives up promptly: {:?}",
+        started.elapsed()
+    );
+
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP ROLE {role}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
 }
