@@ -204,6 +204,113 @@ async fn the_disk_fills_mid_turn_and_nothing_is_lost_once_it_has_room() {
     relay.shutdown().await;
 }
 
+/// The disk fills while a command runs and the relay is killed before it has room again. The
+/// spool is on the same disk, so neither it nor the database kept what clients were shown after
+/// that; the note beside the store (in the fallback directory) did. The next start appends an
+/// `error` naming exactly those seqs, numbers the session's next events after them (never
+/// reusing a seq a client saw), and the session continues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_fills_mid_turn_and_the_relay_is_killed_then_the_next_start_says_what_was_lost() {
+    use codex_relay_core::SayInput;
+    let Some(fs) = Tmpfs::mount("48m") else {
+        return;
+    };
+    let notes = tempfile::tempdir().unwrap();
+    let env = common::Env::start(NEWEST, Backend::Sqlite, LONG)
+        .await
+        .unwrap();
+    env.relay.shutdown().await;
+    env.model.route(
+        "KILL-ME",
+        [
+            Reply::exec("sleep 2; echo slept", "call_kill"),
+            Reply::text("done on a full disk"),
+            Reply::text("here again"),
+        ],
+    );
+    let mut config = env.config.clone();
+    config.store = fs.path().join("relay.db").display().to_string();
+    config.store_options.loss_notes = Some(notes.path().to_owned());
+    let (cwd, disk) = (env.cwd(), fs.path().to_owned());
+    let (id, shown, filler) = common::crash_after(config.clone(), move |relay| async move {
+        let id = common::start_read_only(&relay, cwd, "KILL-ME run it").await;
+        common::until_logged(&relay, &id, "the command's start", |ev| {
+            matches!(ev, Ev::ToolCallStart { .. })
+        })
+        .await;
+        relay.store().flush().await.unwrap();
+        let filler = fill(&disk);
+        common::until(&relay, &id, "the turn ends on a full disk", |s| {
+            s.status == SessionStatus::Idle
+        })
+        .await;
+        let shown = relay.events(&id, 0, 100_000).await.unwrap();
+        (id, shown, filler)
+    })
+    .await;
+    let last_shown = shown.last().unwrap().seq;
+    assert!(
+        std::fs::read_dir(notes.path()).unwrap().count() == 1,
+        "the killed relay left a note in the fallback directory"
+    );
+    std::fs::remove_file(filler).unwrap();
+
+    let relay = Relay::open(config).await.expect("the next start");
+    let log = relay.events(&id, 0, 100_000).await.unwrap();
+    let stored_through = log
+        .iter()
+        .take_while(
+            |e| !matches!(&e.ev, Ev::Error { message, .. } if message.contains("were not stored")),
+        )
+        .map(|e| e.seq)
+        .max()
+        .unwrap();
+    assert!(
+        stored_through < last_shown,
+        "the full disk cost events: stored through {stored_through}, shown through {last_shown}"
+    );
+    assert_eq!(
+        &log[..stored_through as usize],
+        &shown[..stored_through as usize],
+        "what was stored is what clients saw"
+    );
+    let after = &log[stored_through as usize..];
+    let Ev::Error { message, .. } = &after[0].ev else {
+        panic!("an error opens what follows the stored log: {:?}", after[0]);
+    };
+    assert!(
+        message.contains(&format!(
+            "seqs {} to {last_shown} were shown live but are not in this log",
+            stored_through + 1
+        )),
+        "{message}"
+    );
+    assert!(
+        after[0].seq > last_shown,
+        "no seq a client saw is used again: {} after {last_shown}",
+        after[0].seq
+    );
+    for pair in after.windows(2) {
+        assert_eq!(pair[1].seq, pair[0].seq + 1, "contiguous after the gap");
+    }
+    assert_eq!(
+        std::fs::read_dir(notes.path()).unwrap().count(),
+        0,
+        "the note is gone once the log says what it said"
+    );
+
+    // The session goes on.
+    relay
+        .say(&id, SayInput::text("KILL-ME are you there?"))
+        .await
+        .unwrap();
+    common::until(&relay, &id, "the next turn", |s| {
+        s.status == SessionStatus::Idle && s.result == Some(serde_json::json!("here again"))
+    })
+    .await;
+    relay.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_process_locks_the_database_mid_turn_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();

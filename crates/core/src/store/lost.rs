@@ -75,6 +75,19 @@ impl Losses {
     }
 }
 
+/// Events shown while neither the spool nor the database kept them. They are noted beside the
+/// store as they happen, so a relay killed before the database takes them leaves the note a
+/// closing one would (the next open tells each session which seqs it lacks); once the writer
+/// is past them, the note goes.
+#[derive(Debug, Default)]
+pub(crate) struct AtRisk {
+    pub losses: Losses,
+    /// The spool number of the last of them.
+    pub through: u64,
+    /// Set once a note could not be written (logged once).
+    pub unwritable: bool,
+}
+
 /// Where the note of one store lives: `lost.json` in its spool directory, else
 /// `<hash of the store>.json` in the fallback directory.
 #[derive(Debug, Clone)]
@@ -135,8 +148,10 @@ impl NotePlaces {
         found
     }
 
-    /// Writes the note to the first place that takes it; returns that place.
-    pub fn write(&self, note: &LossNote) -> Result<PathBuf, String> {
+    /// Writes the note to the first place that takes it; returns that place. `sync`: fsync it
+    /// (a note of events given up at close), or not (a note that only has to outlive the
+    /// relay, rewritten as events come, like the spool).
+    pub fn write(&self, note: &LossNote, sync: bool) -> Result<PathBuf, String> {
         let text = serde_json::to_vec_pretty(note).map_err(|e| e.to_string())?;
         let mut errors = Vec::new();
         for place in &self.places {
@@ -147,12 +162,17 @@ impl NotePlaces {
                 }
                 let mut f = std::fs::File::create(&tmp)?;
                 f.write_all(&text)?;
-                f.sync_all()?;
+                if sync {
+                    f.sync_all()?;
+                }
                 std::fs::rename(&tmp, place)
             })();
             match written {
                 Ok(()) => return Ok(place.clone()),
-                Err(e) => errors.push(format!("{}: {e}", place.display())),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    errors.push(format!("{}: {e}", place.display()));
+                }
             }
         }
         Err(errors.join("; "))
@@ -198,7 +218,7 @@ mod tests {
         }
         losses.fault = Some("disk I/O error".into());
         assert_eq!(losses.events(), 3);
-        let at = places.write(&losses.note(places.key())).unwrap();
+        let at = places.write(&losses.note(places.key()), true).unwrap();
         assert!(at.starts_with(&fallback), "written to the fallback: {at:?}");
         let note = places.read().expect("the note is found again");
         assert_eq!(note.fault, "disk I/O error");

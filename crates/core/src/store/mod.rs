@@ -130,6 +130,10 @@ struct Inner {
     notes: Option<lost::NotePlaces>,
     /// The note the last run left, until [`Store::forget_loss_note`].
     left_note: std::sync::Mutex<Option<LossNote>>,
+    /// Events neither the spool nor the database holds yet; `at_risk_noted` says (without the
+    /// lock) that there are some.
+    at_risk: std::sync::Mutex<lost::AtRisk>,
+    at_risk_noted: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -206,6 +210,8 @@ impl Store {
                 losses,
                 notes,
                 left_note: std::sync::Mutex::new(left_note),
+                at_risk: Default::default(),
+                at_risk_noted: AtomicBool::new(false),
             }),
         };
         if !replay.is_empty() {
@@ -253,7 +259,13 @@ impl Store {
     fn enqueue(&self, items: Vec<Item>) {
         match &self.inner.spool {
             Some(spool) if !self.inner.ops.is_closed() => {
-                spool.append_all(items, |item| self.send(Op::Write(item)))
+                match spool.append_all(items, |item| self.send(Op::Write(item))) {
+                    Some(refused) => self.note_at_risk(refused),
+                    None if self.inner.at_risk_noted.load(Ordering::Relaxed) => {
+                        self.settle_at_risk(spool)
+                    }
+                    None => {}
+                }
             }
             _ => items
                 .into_iter()
@@ -335,8 +347,67 @@ impl Store {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let (Some(_), Some(notes)) = (forgotten, &self.inner.notes) {
+        if forgotten.is_some() {
+            self.rewrite_note(&mut self.at_risk());
+        }
+    }
+
+    fn at_risk(&self) -> std::sync::MutexGuard<'_, lost::AtRisk> {
+        self.inner.at_risk.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The spool refused events: note them beside the store before clients see them.
+    fn note_at_risk(&self, refused: spool::Refused) {
+        let mut risk = self.at_risk();
+        for (session, seq) in &refused.events {
+            risk.losses.event(session, *seq);
+        }
+        risk.through = risk.through.max(refused.through);
+        // The database's own error once the writer has met it; the spool's until then.
+        risk.losses.fault = Some(
+            self.inner
+                .stats
+                .fault()
+                .map_or(refused.error, |f| f.to_string()),
+        );
+        self.inner.at_risk_noted.store(true, Ordering::Relaxed);
+        self.rewrite_note(&mut risk);
+    }
+
+    /// Forgets the events at risk once the writer is past the last of them.
+    fn settle_at_risk(&self, spool: &spool::Spool) {
+        let mut risk = self.at_risk();
+        if risk.losses.events() > 0 && spool.done_through(risk.through) {
+            *risk = lost::AtRisk::default();
+            self.inner.at_risk_noted.store(false, Ordering::Relaxed);
+            self.rewrite_note(&mut risk);
+        }
+    }
+
+    /// The note beside the store says what the last run left unforgotten and what this run
+    /// holds at risk; with neither, there is none.
+    fn rewrite_note(&self, risk: &mut lost::AtRisk) {
+        let Some(notes) = &self.inner.notes else {
+            return;
+        };
+        let left = self.loss_note();
+        if left.is_none() && risk.losses.events() == 0 {
             notes.remove();
+            return;
+        }
+        let mut note = risk.losses.note(notes.key());
+        if let Some(left) = left {
+            note.sessions.splice(0..0, left.sessions);
+            if risk.losses.events() == 0 {
+                note.fault = left.fault;
+            }
+        }
+        if let Err(e) = notes.write(&note, false)
+            && !std::mem::replace(&mut risk.unwritable, true)
+        {
+            tracing::error!(
+                "events the spool refused are kept only in memory, and no note of them could be written: {e}"
+            );
         }
     }
 
@@ -364,7 +435,7 @@ impl Store {
         if let Some(left) = self.loss_note() {
             note.sessions.splice(0..0, left.sessions);
         }
-        match notes.write(&note) {
+        match notes.write(&note, true) {
             Ok(place) => tracing::error!(events = losses.events(), note = %place.display(),
                 "the store closed before the database took these events; they are lost, and the note says which"),
             Err(e) => tracing::error!(
@@ -477,6 +548,15 @@ impl Store {
         };
         on_pool!(&self.inner.pool, |p| p.close().await);
         self.note_losses();
+        if self.inner.at_risk_noted.swap(false, Ordering::Relaxed) {
+            // The writer is done: what was at risk is committed, or given up and in the note
+            // just written.
+            let mut risk = self.at_risk();
+            *risk = lost::AtRisk::default();
+            if self.unstored_events() == 0 {
+                self.rewrite_note(&mut risk);
+            }
+        }
         if let (Some(spool), Ok(())) = (&self.inner.spool, &result) {
             spool.release();
         }

@@ -69,6 +69,17 @@ impl<'a> Line<'a> {
 
 /// The spool of one store. Writes are numbered in the order they were queued; the writer
 /// reports how many it has committed, and sealed files wholly below that are deleted.
+/// Events the spool could not keep: until the database commits them, a crash loses them.
+#[derive(Debug)]
+pub(crate) struct Refused {
+    /// Why.
+    pub error: String,
+    /// `(session, seq)`, in order.
+    pub events: Vec<(String, i64)>,
+    /// The spool number of the last of them (committed once the writer is past it).
+    pub through: u64,
+}
+
 pub(crate) struct Spool {
     dir: PathBuf,
     state: Mutex<State>,
@@ -89,6 +100,12 @@ struct State {
     /// Numbers (1-based, inclusive ranges) of the writes whose append failed: only the
     /// database can still keep those.
     unspooled: Vec<(u64, u64)>,
+    /// The writer is done with the writes up to this number (see [`Spool::committed`]).
+    committed: u64,
+    /// The last event the spool refused, and why: later writes are not spooled until the
+    /// writer is past it.
+    refused_through: u64,
+    refused_error: String,
 }
 
 fn name(dir: &Path, generation: u64) -> PathBuf {
@@ -141,6 +158,9 @@ impl Spool {
                 sealed,
                 failed: false,
                 unspooled: Vec::new(),
+                committed: 0,
+                refused_through: 0,
+                refused_error: String::new(),
             }),
             lock: Mutex::new(Some(lock)),
         };
@@ -152,8 +172,9 @@ impl Spool {
     }
 
     /// Appends writes with one `write(2)`, then runs `queue` on each, in order, while still
-    /// holding the spool, so writes reach the writer in spool order.
-    pub fn append_all(&self, items: Vec<Item>, mut queue: impl FnMut(Item)) {
+    /// holding the spool, so writes reach the writer in spool order. Returns the events it
+    /// could not keep (only the database can still keep them), if any.
+    pub fn append_all(&self, items: Vec<Item>, mut queue: impl FnMut(Item)) -> Option<Refused> {
         let mut st = self.lock();
         let mut text = Vec::new();
         // Per write: None for a raw line (never spooled), else whether it serialized.
@@ -167,8 +188,31 @@ impl Spool {
                 })
             })
             .collect();
-        let written = text.is_empty()
-            || match st.file.write_all(&text) {
+        let mut refused: Option<Refused> = None;
+        // After a refused write, later ones are refused too until the writer is past it: a
+        // replay must never hold a write that follows one it lacks (the log would have a hole
+        // that the next open could not see).
+        let blocked = st.refused_through > st.committed;
+        if blocked && !text.is_empty() {
+            refused = Some(Refused {
+                error: st.refused_error.clone(),
+                events: Vec::new(),
+                through: 0,
+            });
+        }
+        let written = if text.is_empty() {
+            true
+        } else if blocked {
+            false
+        } else {
+            let result = if st.failed {
+                // The failed write may have left part of a line: end it, so the replay skips
+                // only that part.
+                st.file.write_all(&[b"\n", &text[..]].concat())
+            } else {
+                st.file.write_all(&text)
+            };
+            match result {
                 Ok(()) => {
                     st.failed = false;
                     true
@@ -178,9 +222,16 @@ impl Spool {
                         tracing::error!(dir = %self.dir.display(), "could not spool a write (it is still queued, but not safe from a crash): {e}");
                     }
                     st.failed = true;
+                    st.refused_error = format!("the spool could not take writes: {e}");
+                    refused = Some(Refused {
+                        error: st.refused_error.clone(),
+                        events: Vec::new(),
+                        through: 0,
+                    });
                     false
                 }
-            };
+            }
+        };
         st.bytes += text.len() as u64;
         for (item, line) in items.into_iter().zip(lines) {
             let number = st.written + 1;
@@ -188,6 +239,17 @@ impl Spool {
                 .unspooled
                 .last_mut()
                 .filter(|(_, end)| *end + 1 == number);
+            if let (Some(ok), Item::Event(e)) = (line, &item)
+                && !(ok && written)
+            {
+                let r = refused.get_or_insert_with(|| Refused {
+                    error: "the spool could not encode a write".into(),
+                    events: Vec::new(),
+                    through: 0,
+                });
+                r.events.push((e.session_id.clone(), e.seq));
+                r.through = number;
+            }
             match (line, run) {
                 (Some(true), _) if written => {}
                 // Not in the spool: only the database can still keep it.
@@ -204,6 +266,11 @@ impl Spool {
         if st.bytes >= ROTATE_BYTES {
             self.rotate(&mut st);
         }
+        let refused = refused.filter(|r| !r.events.is_empty());
+        if let Some(r) = &refused {
+            st.refused_through = r.through;
+        }
+        refused
     }
 
     fn rotate(&self, st: &mut State) {
@@ -224,6 +291,7 @@ impl Spool {
     /// delete the files that hold only those.
     pub fn committed(&self, count: u64) {
         let mut st = self.lock();
+        st.committed = st.committed.max(count);
         while let Some(&(generation, end)) = st.sealed.front() {
             if end > count {
                 break;
@@ -247,6 +315,12 @@ impl Spool {
             .unspooled
             .iter()
             .any(|&(from, to)| (from..=to).contains(&number))
+    }
+
+    /// Whether the writer is done with every write up to `number` (committed, or given up and
+    /// noted as lost).
+    pub fn done_through(&self, number: u64) -> bool {
+        self.lock().committed >= number
     }
 
     /// Where the store leaves the note of what it could not store (see `lost.rs`).
