@@ -67,8 +67,6 @@ impl<'a> Line<'a> {
     }
 }
 
-/// The spool of one store. Writes are numbered in the order they were queued; the writer
-/// reports how many it has committed, and sealed files wholly below that are deleted.
 /// Events the spool could not keep: until the database commits them, a crash loses them.
 #[derive(Debug)]
 pub(crate) struct Refused {
@@ -80,6 +78,8 @@ pub(crate) struct Refused {
     pub through: u64,
 }
 
+/// The spool of one store. Writes are numbered in the order they were queued; the writer
+/// reports how many it has committed, and sealed files wholly below that are deleted.
 pub(crate) struct Spool {
     dir: PathBuf,
     state: Mutex<State>,
@@ -102,9 +102,7 @@ struct State {
     unspooled: Vec<(u64, u64)>,
     /// The writer is done with the writes up to this number (see [`Spool::committed`]).
     committed: u64,
-    /// The last event the spool refused, and why: later writes are not spooled until the
-    /// writer is past it.
-    refused_through: u64,
+    /// Why the last write was not spooled.
     refused_error: String,
 }
 
@@ -159,7 +157,6 @@ impl Spool {
                 failed: false,
                 unspooled: Vec::new(),
                 committed: 0,
-                refused_through: 0,
                 refused_error: String::new(),
             }),
             lock: Mutex::new(Some(lock)),
@@ -188,22 +185,18 @@ impl Spool {
                 })
             })
             .collect();
-        let mut refused: Option<Refused> = None;
-        // After a refused write, later ones are refused too until the writer is past it: a
-        // replay must never hold a write that follows one it lacks (the log would have a hole
-        // that the next open could not see).
-        let blocked = st.refused_through > st.committed;
-        if blocked && !text.is_empty() {
-            refused = Some(Refused {
-                error: st.refused_error.clone(),
-                events: Vec::new(),
-                through: 0,
-            });
-        }
+        // After a write it lacks, the spool takes nothing more until the writer is past that
+        // write: a replay must never hold a write that follows one it lacks (the log would have
+        // a hole that the next open could not see).
+        let blocked = st
+            .unspooled
+            .last()
+            .is_some_and(|&(_, end)| end > st.committed);
+        // `Err(why)` when the text is not in the spool.
         let written = if text.is_empty() {
-            true
+            Ok(())
         } else if blocked {
-            false
+            Err(st.refused_error.clone())
         } else {
             let result = if st.failed {
                 // The failed write may have left part of a line: end it, so the replay skips
@@ -215,7 +208,7 @@ impl Spool {
             match result {
                 Ok(()) => {
                     st.failed = false;
-                    true
+                    Ok(())
                 }
                 Err(e) => {
                     if !st.failed {
@@ -223,16 +216,12 @@ impl Spool {
                     }
                     st.failed = true;
                     st.refused_error = format!("the spool could not take writes: {e}");
-                    refused = Some(Refused {
-                        error: st.refused_error.clone(),
-                        events: Vec::new(),
-                        through: 0,
-                    });
-                    false
+                    Err(st.refused_error.clone())
                 }
             }
         };
         st.bytes += text.len() as u64;
+        let mut refused: Option<Refused> = None;
         for (item, line) in items.into_iter().zip(lines) {
             let number = st.written + 1;
             let run = st
@@ -240,10 +229,13 @@ impl Spool {
                 .last_mut()
                 .filter(|(_, end)| *end + 1 == number);
             if let (Some(ok), Item::Event(e)) = (line, &item)
-                && !(ok && written)
+                && !(ok && written.is_ok())
             {
                 let r = refused.get_or_insert_with(|| Refused {
-                    error: "the spool could not encode a write".into(),
+                    error: written
+                        .clone()
+                        .err()
+                        .unwrap_or_else(|| "the spool could not encode a write".into()),
                     events: Vec::new(),
                     through: 0,
                 });
@@ -251,7 +243,7 @@ impl Spool {
                 r.through = number;
             }
             match (line, run) {
-                (Some(true), _) if written => {}
+                (Some(true), _) if written.is_ok() => {}
                 // Not in the spool: only the database can still keep it.
                 (Some(_), Some((_, end))) => *end = number,
                 (Some(_), None) => st.unspooled.push((number, number)),
@@ -265,10 +257,6 @@ impl Spool {
         }
         if st.bytes >= ROTATE_BYTES {
             self.rotate(&mut st);
-        }
-        let refused = refused.filter(|r| !r.events.is_empty());
-        if let Some(r) = &refused {
-            st.refused_through = r.through;
         }
         refused
     }
