@@ -91,28 +91,23 @@ async fn a_childs_approval_is_the_sessions_permission_request_and_a_deny_reaches
     .into_iter()
     .filter(|want| !child_kinds.iter().any(|k| k == want))
     .collect();
-    if !missing.is_empty() {
-        // Enough to tell a stalled Codex (the child's model never got the deny) from a relay
-        // that did not pass the child's end on (it did).
-        let child_requests = bed
-            .model
-            .requests()
-            .into_iter()
-            .filter(|r| r.parent_thread.as_deref() == Some(id.as_str()))
-            .count();
-        let snap = c.get(&format!("/api/sessions/{id}")).await.text();
-        panic!(
-            "no {missing:?} for the child within {TURN:?}: {child_kinds:?}; the child made \
-             {child_requests} model request(s) (2 once the deny reached it); session: {snap}"
-        );
-    }
-    assert!(!ws.join("h.txt").exists());
     let child_requests: Vec<_> = bed
         .model
         .requests()
         .into_iter()
         .filter(|r| r.parent_thread.as_deref() == Some(id.as_str()))
         .collect();
+    if !missing.is_empty() {
+        // Enough to tell a stalled Codex (the child's model never got the deny) from a relay
+        // that did not pass the child's end on (it did).
+        let snap = c.get(&format!("/api/sessions/{id}")).await.text();
+        panic!(
+            "no {missing:?} for the child within {TURN:?}: {child_kinds:?}; the child made \
+             {} model request(s) (2 once the deny reached it); session: {snap}",
+            child_requests.len()
+        );
+    }
+    assert!(!ws.join("h.txt").exists());
     let next = child_requests.last().unwrap().body["input"].to_string();
     assert!(next.contains("no files from sub-agents"), "{next}");
     let snap = c.get(&format!("/api/sessions/{id}")).await.json();
