@@ -64,6 +64,9 @@ async fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr's reader went away) is dropped: reporting
+        // it would `eprintln!` to the same broken pipe, which panics the task that logged.
+        .log_internal_errors(false)
         .init();
     let result = match cli.command {
         Command::Doctor(args) => doctor::run(args).await,
@@ -75,7 +78,7 @@ async fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            serve::say(&format!("error: {e:#}"));
             std::process::ExitCode::from(cli_run::EXIT_LOCAL)
         }
     }

@@ -56,10 +56,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     args.http.check_listen(args.listen)?;
     let (relay, demo) = if args.demo {
         let (relay, demo) = crate::demo::open(&args.engine).await?;
-        eprintln!(
+        say(&format!(
             "codex-relay: demo mode: a scripted model, sessions work in {}",
             demo.workspace().display()
-        );
+        ));
         (relay, Some(demo))
     } else {
         (args.engine.open().await?, None)
@@ -90,8 +90,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ),
     );
     let app = args.http.app(&relay, fronts, hosts);
-    eprintln!("codex-relay: web UI and API at http://{addr}/ ; MCP at http://{addr}/mcp");
-    eprintln!("codex-relay: legacy mcp-server at http://{addr}/mcp-server");
+    say(&format!(
+        "codex-relay: web UI and API at http://{addr}/ ; MCP at http://{addr}/mcp\n\
+         codex-relay: legacy mcp-server at http://{addr}/mcp-server"
+    ));
     let graceful = stop.clone();
     // Streams write small chunks: without TCP_NODELAY, Nagle's algorithm holds one back until
     // the previous is acknowledged (tens of milliseconds with delayed ACKs).
@@ -116,6 +118,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     relay.shutdown().await;
     drop(demo);
     result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Writes `text` and a newline to stderr in one call, ignoring failure: a server whose stderr
+/// was closed (`serve 2>&1 | head -1`, a supervisor that stopped reading) goes on serving,
+/// where `eprintln!` would panic on the broken pipe.
+pub(crate) fn say(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{text}\n").as_bytes());
 }
 
 /// Wraps `service` in `layer`.

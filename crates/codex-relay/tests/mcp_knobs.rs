@@ -180,7 +180,7 @@ async fn every_setting_from_the_environment_takes_effect() {
 }
 
 /// Starts `codex-relay serve` with only `env`; returns the child and its stderr once it
-/// listens or fails, whichever it does first.
+/// listens or fails, whichever it does first (later lines are echoed, not kept).
 async fn serve_until_ready(env: &[(&str, String)]) -> (tokio::process::Child, Vec<String>) {
     let mut cmd = tokio::process::Command::new(RELAY);
     cmd.arg("serve").env_clear();
@@ -206,6 +206,12 @@ async fn serve_until_ready(env: &[(&str, String)]) -> (tokio::process::Child, Ve
     })
     .await
     .expect("serve listens or fails within 30 s");
+    // Keep reading, so that what it writes later never meets a closed pipe.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[relay] {line}");
+        }
+    });
     (child, seen)
 }
 
