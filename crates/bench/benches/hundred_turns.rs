@@ -77,6 +77,29 @@ struct Figures {
     codex_processes: usize,
 }
 
+impl Figures {
+    /// A phase of process `pid` that `probe` and `sampler` measured since they started: its
+    /// wall time and CPU from the probe, its peak from the sampler, its children counted now.
+    fn phase(
+        name: String,
+        (turns, failed): (Vec<Duration>, usize),
+        probe: &RelayProbe,
+        sampler: tree::Sampler,
+        pid: u32,
+    ) -> Figures {
+        let relay = probe.lap();
+        Figures {
+            name,
+            wall: relay.wall,
+            turns,
+            failed,
+            peak: sampler.finish(),
+            relay: Some(relay),
+            codex_processes: tree::children(pid).len(),
+        }
+    }
+}
+
 /// A scripted model with one route per session, and a fresh CODEX_HOME.
 async fn bed(sessions: usize) -> (ModelServer, CodexHome) {
     let model = ModelServer::start().await;
@@ -299,21 +322,13 @@ async fn relay_run(
                 .map(|(i, id)| tokio::spawn(follow_up(client.clone(), i, id))),
         )
         .await;
-        let relay = probe.lap();
         let name = format!("{name}, follow-up turn");
-        let (turns, failed) = split(results, &name);
-        if failed == 0 {
-            check(&model, sessions, &name, 4);
+        let outcome = split(results, &name);
+        let phase = Figures::phase(name, outcome, &probe, sampler, pid);
+        if phase.failed == 0 {
+            check(&model, sessions, &phase.name, 4);
         }
-        out.push(Figures {
-            name,
-            wall: relay.wall,
-            turns,
-            failed,
-            peak: sampler.finish(),
-            relay: Some(relay),
-            codex_processes: tree::children(pid).len(),
-        });
+        out.push(phase);
     }
     drop(client);
     out

@@ -45,23 +45,14 @@ fn figures(
     sampler: tree::Sampler,
     pid: u32,
 ) -> Figures {
-    let relay = probe.lap();
-    let (turns, failed) = match result {
+    let outcome = match result {
         Ok(turns) => (turns, 0),
         Err(e) => {
             eprintln!("{name}: {e}");
             (Vec::new(), sessions)
         }
     };
-    Figures {
-        name,
-        wall: relay.wall,
-        turns,
-        failed,
-        peak: sampler.finish(),
-        relay: Some(relay),
-        codex_processes: tree::children(pid).len(),
-    }
+    Figures::phase(name, outcome, probe, sampler, pid)
 }
 
 /// `bare`: no peer either, only each line parsed into a JSON value (`drive-app-server --bare`).
