@@ -47,17 +47,18 @@ enum Session {
     },
 }
 
-/// Runs one turn on `session` and waits for its `turn/completed`.
+/// Runs one turn on `session` and waits for its `turn/completed`, at most [`TURN_TIMEOUT`].
 async fn turn(server: &Server, session: &mut Session, prompt: String) -> Result<(), String> {
-    match (server, session) {
+    let ran = match (server, session) {
         (Server::Peer(server), Session::Peer { thread, sub }) => {
-            peer_turn(server, thread, sub, prompt).await
+            tokio::time::timeout(TURN_TIMEOUT, peer_turn(server, thread, sub, prompt)).await
         }
         (Server::Bare(bare), Session::Bare { thread, done }) => {
-            bare.turn(thread, done, prompt).await
+            tokio::time::timeout(TURN_TIMEOUT, bare.turn(thread, done, prompt)).await
         }
-        _ => Err("a session of the other kind".into()),
-    }
+        _ => return Err("a session of the other kind".into()),
+    };
+    ran.unwrap_or_else(|_| Err("no turn/completed in time".into()))
 }
 
 async fn peer_turn(
@@ -77,10 +78,7 @@ async fn peer_turn(
         .map_err(|e| format!("turn/start: {e}"))?
         .turn;
     loop {
-        let event = tokio::time::timeout(TURN_TIMEOUT, sub.recv())
-            .await
-            .map_err(|_| "no turn/completed in time".to_owned())?
-            .ok_or("subscription closed")?;
+        let event = sub.recv().await.ok_or("subscription closed")?;
         match event {
             PeerEvent::Notification(n) => {
                 if let ServerNotification::TurnCompleted(t) = &n.notification
