@@ -195,6 +195,12 @@ impl ClientBuilder {
         }
     }
 
+    /// The data directory these settings select (where the SQLite store and `serve`'s files
+    /// live); creates nothing.
+    pub fn data_dir_target(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(default_data_dir)
+    }
+
     /// The store these settings select: the one given, else `relay.db` in the data directory
     /// (creates nothing; [`ClientBuilder::relay_config`] creates that directory).
     pub fn store_target(&self) -> String {
@@ -226,6 +232,11 @@ impl ClientBuilder {
             .config_overrides
             .extend(self.overrides.iter().cloned());
         codex.env.extend(self.env.iter().cloned());
+        // Codex is logged in with the key; neither it nor the commands it runs need the
+        // variable that holds it.
+        if let Some(AuthSource::ApiKeyEnv(name)) = &self.auth {
+            codex.env.push((name.into(), None));
+        }
         if let Some(t) = self.startup_timeout {
             codex.startup_timeout = t;
         }
@@ -409,10 +420,10 @@ impl Client {
             .servers
             .live()
             .iter()
-            .flat_map(|s| crate::procs::descendants(s.pid()))
+            .flat_map(|s| codex_relay_codex::platform::tree::descendants(s.pid()))
             .collect();
         self.relay.shutdown().await;
-        crate::procs::kill_all(&left);
+        codex_relay_codex::platform::tree::kill_all(&left);
     }
 }
 

@@ -101,7 +101,6 @@ mod client;
 pub mod credentials;
 mod error;
 mod options;
-mod procs;
 mod questions;
 mod result;
 mod run;

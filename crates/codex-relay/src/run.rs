@@ -241,9 +241,9 @@ async fn on_deadline(
                 Some(s) => {
                     // Codex 0.169's sandbox helper runs commands in a session of its own,
                     // outside the group: the whole tree goes.
-                    let tree = crate::procs::descendants(s.pid());
+                    let tree = codex_relay_codex::platform::tree::descendants(s.pid());
                     s.process().signal_group(libc::SIGKILL);
-                    crate::procs::kill_all(&tree);
+                    codex_relay_codex::platform::tree::kill_all(&tree);
                 }
                 None => ctx.relay.shutdown().await,
             }

@@ -5,6 +5,8 @@
 //! - [`peer`]: request/response correlation, per-thread routing of notifications and server
 //!   requests, a [`Responder`] that always answers, timeouts, overload retries.
 //! - [`app_server`]: spawn + handshake + typed calls, the thing most callers want.
+//! - [`platform`]: what the relay asks of the operating system (process groups and trees,
+//!   the owner of a local connection), behind one documented contract.
 //! - [`version`]: `codex --version` and userAgent parsing, the compatibility table and the
 //!   version-aware values.
 
@@ -13,10 +15,10 @@ mod codec;
 pub mod error;
 mod flow;
 pub mod peer;
+pub mod platform;
 pub mod process;
 mod responder;
 mod routes;
-pub mod tree;
 pub mod version;
 
 pub use app_server::{AppServer, AppServerConfig};
@@ -26,3 +28,6 @@ pub use peer::{
 };
 pub use responder::Responder;
 pub use version::{CodexVersion, Compatibility};
+
+/// Where the process-tree helpers used to live.
+pub use platform::tree;

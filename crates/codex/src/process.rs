@@ -13,6 +13,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
 use crate::error::{ExitInfo, PeerError, StartError};
+use crate::platform::{self, tree};
 
 /// The last lines Codex wrote to stderr, bounded in lines and bytes.
 #[derive(Clone, Default)]
@@ -100,7 +101,7 @@ pub struct CodexProcess {
     /// Carried by every process of this Codex's tree ([`crate::tree`]).
     marker: String,
     /// Cleans the tree up if the relay dies without doing it.
-    _watchdog: std::sync::Arc<crate::tree::Watchdog>,
+    _watchdog: std::sync::Arc<tree::Watchdog>,
     exit: watch::Receiver<Option<ExitInfo>>,
     stderr: StderrTail,
 }
@@ -119,21 +120,20 @@ impl CodexProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
+        platform::process::configure_child(&mut cmd);
+        // The relay's own variables (its token among them) never reach Codex, nor the commands
+        // the model runs, which inherit Codex's environment.
+        for (name, _) in std::env::vars_os() {
+            if platform::process::is_relay_variable(&name) {
+                cmd.env_remove(name);
+            }
+        }
         if let Some(home) = &spec.codex_home {
             cmd.env("CODEX_HOME", home);
         }
-        let marker = crate::tree::new_marker();
-        cmd.env(crate::tree::MARKER_VAR, &marker);
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the child when
-        // the thread that spawned it dies (the relay was killed), so Codex never outlives us.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        let marker = tree::new_marker();
+        cmd.env(tree::MARKER_VAR, &marker);
         if let Some(cwd) = &spec.cwd {
             cmd.current_dir(cwd);
         }
@@ -166,7 +166,7 @@ impl CodexProcess {
             });
         }
         let (tx, exit) = watch::channel(None);
-        let watchdog = std::sync::Arc::new(crate::tree::Watchdog::start(&marker));
+        let watchdog = std::sync::Arc::new(tree::Watchdog::start(&marker));
         tokio::spawn(reap(child, pid, marker.clone(), watchdog.clone(), tx));
         Ok((
             Self {
@@ -220,14 +220,14 @@ impl CodexProcess {
 
     /// Sends a signal to every process in the group.
     pub fn signal_group(&self, signal: i32) {
-        signal_group(self.pid, signal);
+        platform::process::signal_group(self.pid, signal);
     }
 
     /// Asks the group to stop (SIGTERM), then kills it (SIGKILL) after `grace`.
     pub async fn shutdown(&self, grace: Duration) -> ExitInfo {
         if let Some(info) = self.exit_info() {
             self.signal_group(libc::SIGKILL);
-            crate::tree::kill_marked(&self.marker);
+            tree::kill_marked(&self.marker);
             return info;
         }
         self.signal_group(libc::SIGTERM);
@@ -247,17 +247,7 @@ impl CodexProcess {
 impl Drop for CodexProcess {
     fn drop(&mut self) {
         self.signal_group(libc::SIGKILL);
-        crate::tree::kill_marked(&self.marker);
-    }
-}
-
-fn signal_group(pgid: u32, signal: i32) {
-    if pgid == 0 {
-        return;
-    }
-    // SAFETY: killpg has no memory-safety preconditions; a stale group id gives ESRCH.
-    unsafe {
-        libc::killpg(pgid as libc::pid_t, signal);
+        tree::kill_marked(&self.marker);
     }
 }
 
@@ -279,7 +269,7 @@ async fn reap(
     mut child: Child,
     pid: u32,
     marker: String,
-    watchdog: std::sync::Arc<crate::tree::Watchdog>,
+    watchdog: std::sync::Arc<tree::Watchdog>,
     tx: watch::Sender<Option<ExitInfo>>,
 ) {
     use std::os::unix::process::ExitStatusExt;
@@ -299,8 +289,8 @@ async fn reap(
     tracing::debug!(pid, %info, "codex process exited");
     // Whatever the leader left behind (a running command, a sandbox helper, a shell in a
     // session of its own) goes with it.
-    signal_group(pid, libc::SIGKILL);
-    crate::tree::kill_marked(&marker);
+    platform::process::signal_group(pid, libc::SIGKILL);
+    tree::kill_marked(&marker);
     drop(watchdog);
     let _ = tx.send(Some(info));
 }

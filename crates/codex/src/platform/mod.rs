@@ -1,0 +1,24 @@
+//! Everything codex-relay asks of the operating system, in one place. Linux is the only
+//! implementation today; a port (macOS, say) provides the same items with the same contract:
+//!
+//! - [`process::configure_child`]: a child spawned for Codex leads a process group of its own,
+//!   dies when the relay dies (Linux: `PR_SET_PDEATHSIG`), and keeps its orphaned descendants
+//!   (Linux: `PR_SET_CHILD_SUBREAPER`), so everything Codex starts stays in its tree.
+//! - [`process::signal_group`]: a signal to a whole process group.
+//! - [`process::harden_self`]: the relay's own memory and environment out of reach of other
+//!   processes of the same user (Linux: not dumpable, secret values overwritten in place).
+//! - [`tree`]: a tree's processes found by a marker in their environment and by parent pid,
+//!   killed together; a watchdog process that kills a tree if the relay dies without doing it.
+//! - [`sockets`]: for a TCP connection from this machine, whether a process of a given tree
+//!   holds the client's socket.
+//!
+//! Each function documents what it guarantees; callers rely on nothing else.
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "codex-relay runs on Linux only: a port implements the items of crates/codex/src/platform (see its module documentation)"
+);
+
+pub mod process;
+pub mod sockets;
+pub mod tree;
