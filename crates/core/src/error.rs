@@ -24,6 +24,9 @@ pub enum RelayError {
     Closed(String),
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// An option beyond the operator's limits ([`crate::policy::StartPolicy`]).
+    #[error("not allowed by this relay's policy: {0}")]
+    Forbidden(String),
     #[error("Codex could not be started: {0}")]
     Start(#[from] StartError),
     #[error("Codex refused or failed: {0}")]

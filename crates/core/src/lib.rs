@@ -9,6 +9,7 @@
 //!   Codex notifications into it (see docs/EVENTS.md).
 //! - [`store`]: SQLite or Postgres, batched writes (see docs/STORE.md).
 //! - [`modes`]: permission modes → approval policy + sandbox.
+//! - [`policy`]: the operator's limits on what a client may start.
 //! - [`workspace`]: fingerprints for thread reuse; isolated copies of host mounts.
 //! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
 
@@ -26,6 +27,7 @@ pub mod feed;
 mod ids;
 pub mod mapper;
 pub mod modes;
+pub mod policy;
 pub mod pool;
 mod profile;
 mod recovery;
@@ -44,6 +46,7 @@ pub use error::RelayError;
 pub use event::{Envelope, Ev, Role};
 pub use feed::{Feed, RelayEvent};
 pub use modes::PermissionMode;
+pub use policy::StartPolicy;
 pub use pool::CodexProcessView;
 pub use relay::{CreateOptions, DynamicTool, Relay, RelayConfig, ToolHandler};
 pub use session::{SayInput, SayOutcome, SessionHandle, SessionSnapshot, SessionStatus};

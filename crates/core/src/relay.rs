@@ -54,6 +54,9 @@ pub struct RelayConfig {
     /// Credentials sent to every app-server the relay starts, and the token refresh callback
     /// (see [`crate::auth`]). The default sends none.
     pub auth: crate::auth::AuthConfig,
+    /// What clients may start (directories, sandbox, approval policy, config overrides); the
+    /// default allows everything.
+    pub policy: crate::policy::StartPolicy,
 }
 
 impl RelayConfig {
@@ -74,6 +77,7 @@ impl RelayConfig {
             sessions_per_codex: DEFAULT_SESSIONS_PER_CODEX,
             codex_idle_linger: Duration::from_secs(10),
             auth: Default::default(),
+            policy: Default::default(),
         }
     }
 }
@@ -299,6 +303,7 @@ impl Relay {
         &self,
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
+        self.check_policy(&opts)?;
         // Taken before any work is done; every early return below frees it.
         let mut slot = self.inner.slots.reserve()?;
         let place = self
@@ -379,6 +384,40 @@ impl Relay {
         Ok((handle, first))
     }
 
+    /// Where a session without a `cwd` works: the configured directory, else the relay's own.
+    fn default_cwd(&self) -> std::path::PathBuf {
+        self.inner
+            .config
+            .codex
+            .cwd
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| "/".into())
+    }
+
+    /// Refuses options beyond the operator's [`StartPolicy`](crate::policy::StartPolicy),
+    /// before any Codex work is done.
+    fn check_policy(&self, opts: &CreateOptions) -> Result<(), RelayError> {
+        let policy = &self.inner.config.policy;
+        if policy.is_open() {
+            return Ok(());
+        }
+        // A permission mode's settings; the Codex version only renames `on-failure`, which
+        // ranks as `on-request` anyway.
+        let from_mode = opts
+            .mode
+            .map(|m| m.settings(&codex_relay_codex::CodexVersion::new(0, 169, 0)));
+        let asked = crate::policy::Asked {
+            cwd: opts.cwd.as_deref(),
+            sandbox: opts.sandbox.or(from_mode.map(|m| m.1)),
+            approval: opts.approval_policy.or(from_mode.map(|m| m.0)),
+            config: opts.config.as_ref(),
+            profile: opts.profile.as_deref(),
+            images: &opts.images,
+        };
+        policy.check(&asked, &self.default_cwd())
+    }
+
     /// A session by id: one of ours (live or restored), or any Codex thread id, which is
     /// resumed into this relay.
     pub async fn session(&self, id: &str) -> Result<SessionHandle, RelayError> {
@@ -400,13 +439,27 @@ impl Relay {
             thread_id: id.to_owned(),
             ..Default::default()
         };
-        if let Err(e) = server
+        let resumed = match server
             .call::<codex_relay_protocol::v2::ThreadResume>(&probe)
             .await
         {
+            Ok(r) => r,
+            Err(e) => {
+                self.inner.servers.release(id);
+                tracing::debug!(id, "thread/resume failed: {e}");
+                return Err(RelayError::from_resume(id, e));
+            }
+        };
+        // A thread another client made carries its own directory and settings: the same
+        // limits hold for it as for a new session.
+        if let Err(e) = self.inner.config.policy.check_resumed(
+            resumed.cwd.as_deref().or(resumed.thread.cwd.as_deref()),
+            resumed.sandbox.as_ref(),
+            resumed.approval_policy.as_ref(),
+            &self.default_cwd(),
+        ) {
             self.inner.servers.release(id);
-            tracing::debug!(id, "thread/resume failed: {e}");
-            return Err(RelayError::from_resume(id, e));
+            return Err(e);
         }
         let state = SessionShared::fresh_state(
             None,
@@ -432,6 +485,18 @@ impl Relay {
     /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
     pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
         let handle = self.session(id).await?;
+        let policy = &self.inner.config.policy;
+        if !input.images.is_empty() && !policy.is_open() {
+            let cwd = handle.snapshot().cwd;
+            policy.check(
+                &crate::policy::Asked {
+                    cwd: cwd.as_deref(),
+                    images: &input.images,
+                    ..Default::default()
+                },
+                &self.default_cwd(),
+            )?;
+        }
         if handle.shared.status() == SessionStatus::Closed {
             // Closed is final here; the thread itself can still be continued by other clients.
             return Err(RelayError::Closed(id.to_owned()));
