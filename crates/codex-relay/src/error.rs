@@ -328,7 +328,9 @@ impl From<RelayError> for Error {
                 Error::new(Phase::Codex, ErrorKind::Start, message)
             }
             RelayError::Codex(p) => Error::from(p),
-            RelayError::Auth(_) => Error::new(Phase::Request, ErrorKind::Refused, message),
+            RelayError::Auth(_) | RelayError::Forbidden(_) => {
+                Error::new(Phase::Request, ErrorKind::Refused, message)
+            }
             RelayError::UnknownSession(_)
             | RelayError::Workspace(_)
             | RelayError::InvalidOption(_)

@@ -76,6 +76,7 @@ impl From<RelayError> for ApiError {
                 (StatusCode::UNPROCESSABLE_ENTITY, "invalid_answer")
             }
             RelayError::InvalidOption(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_option"),
+            RelayError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden_option"),
             RelayError::TooManySessions { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "too_many_sessions")
             }

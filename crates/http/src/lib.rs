@@ -4,18 +4,25 @@
 //!
 //! - [`sessions`]: create, list, snapshot, message, interrupt, close, history.
 //! - [`sse`] and [`relay_stream`]: the streams; [`permission`]: reference-001 shapes.
-//! - [`security`]: Host allow-list, token, body limit, CORS, listen check ([`secure`]).
+//! - [`security`]: Host allow-list, body limit, CORS, listen check, assembled by [`secure`];
+//!   [`gate`]: the token, browser logins and the cross-site check; [`auth`]: the credentials;
+//!   [`streams`]: the cap on open event streams.
+//! - [`server`]: the server loop (header timeout, connection cap, the peer check).
 //! - [`health`]: `/healthz`, `/metrics`; [`openapi`]: the generated document.
 
+pub mod auth;
 pub mod error;
 pub mod frames;
+pub mod gate;
 pub mod health;
 pub mod openapi;
 pub mod permission;
 pub mod relay_stream;
 pub mod security;
+pub mod server;
 pub mod sessions;
 pub mod sse;
+pub mod streams;
 pub mod types;
 mod ui;
 
@@ -27,12 +34,20 @@ use codex_relay_core::Relay;
 pub use security::{Security, check_listen, secure};
 
 /// Settings of the HTTP front.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone)]
 pub struct HttpOptions {
-    /// The token every request must carry (`Authorization: Bearer` or the login cookie);
-    /// `None` serves without one (loopback only). Checked by [`secure`]; the UI's login form
-    /// compares against it too.
-    pub token: Option<String>,
+    /// The token and the browser logins granted with it: checked by [`secure`], used by the
+    /// UI's login pages.
+    pub credentials: Arc<auth::Credentials>,
+}
+
+impl Default for HttpOptions {
+    /// No token (what `--no-auth` serves).
+    fn default() -> Self {
+        Self {
+            credentials: Arc::new(auth::Credentials::new(None, None)),
+        }
+    }
 }
 
 /// What every handler gets.

@@ -1,80 +1,86 @@
-//! The security layers around everything served (API, SSE, MCP, UI): the Host allow-list
-//! (DNS rebinding), the token (Bearer header or login cookie, compared in constant time), the
-//! body size limit (413), CORS only for named origins, and the refusal to listen beyond
-//! loopback without a token.
+//! The security layers around everything served (API, SSE, MCP, UI), outermost first: the
+//! Host allow-list (DNS rebinding), who the request is ([`crate::gate`]: the token, a browser
+//! login, throttling; the Origin check for state-changing requests), the body size limit (413,
+//! chunked bodies included), the cap on open event streams ([`crate::streams`]), and CORS only
+//! for named origins. Also the checks `serve` makes before it listens.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::auth::Credentials;
 use crate::error::ApiError;
+use crate::streams::StreamLimits;
 
-/// The cookie the login form sets (EventSource cannot send headers).
-pub const TOKEN_COOKIE: &str = "codex_relay_token";
 /// Default limit of a request body.
 pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 /// How requests are checked before they reach any route.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Security {
-    /// Required on every request when set.
-    pub token: Option<String>,
+    /// The token and the logins granted with it.
+    pub credentials: Arc<Credentials>,
     /// `Host` values accepted, with or without a port.
     pub allowed_hosts: Vec<String>,
-    /// Origins allowed cross-origin; empty means no CORS headers at all.
+    /// Origins allowed cross-origin (checked with [`parse_cors_origin`]); empty means no CORS
+    /// headers at all.
     pub cors_origins: Vec<String>,
     /// Largest request body in bytes.
     pub body_limit: usize,
+    /// Reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed.
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Open event streams allowed.
+    pub streams: StreamLimits,
 }
 
-/// Refuses a listen address beyond loopback unless a token protects it.
-pub fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), String> {
-    if token.is_some_and(|t| t.trim().is_empty()) {
-        return Err("the token is empty; set a non-empty --token / CODEX_RELAY_TOKEN".into());
-    }
-    if !addr.ip().is_loopback() && token.is_none() {
+/// Refuses a listen address beyond loopback without a token.
+pub fn check_listen(addr: SocketAddr, token_required: bool) -> Result<(), String> {
+    if !addr.ip().is_loopback() && !token_required {
         return Err(format!(
             "refusing to listen on {addr} without a token: anyone who can reach it could run \
-             commands through Codex. Set --token (or CODEX_RELAY_TOKEN), or listen on 127.0.0.1"
+             commands through Codex. Drop --no-auth, or listen on 127.0.0.1"
         ));
     }
     Ok(())
 }
 
-/// Equal in time independent of where the first difference is.
-pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// Checks a `--cors-origin` value: an origin (`https://dash.example.com`, no path), never `*`
+/// or `null`, which would hand the relay to every site or to sandboxed frames.
+pub fn parse_cors_origin(origin: &str) -> Result<String, String> {
+    let o = origin.trim();
+    if o == "*" {
+        return Err(
+            "--cors-origin '*' would let every website drive Codex with your credentials; name each origin, e.g. https://dash.example.com".into(),
+        );
     }
-    let diff = a
-        .iter()
-        .zip(b)
-        .fold(0u8, |acc, (x, y)| acc | std::hint::black_box(x ^ y));
-    diff == 0
-}
-
-/// The token a request carries: `Authorization: Bearer <t>` or the login cookie.
-fn presented(req: &Request) -> Option<String> {
-    let headers = req.headers();
-    if let Some(t) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+    if o.eq_ignore_ascii_case("null") {
+        return Err(
+            "--cors-origin null would trust sandboxed frames and local files of any site; name a real origin, e.g. https://dash.example.com".into(),
+        );
+    }
+    let url = url::Url::parse(o).map_err(|e| {
+        format!("--cors-origin {o:?} is not an origin ({e}); e.g. https://dash.example.com")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "--cors-origin {o:?} must be an http or https origin, e.g. https://dash.example.com"
+        ));
+    }
+    if url.path() != "/"
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || !url.username().is_empty()
     {
-        return Some(t.trim().to_owned());
+        return Err(format!(
+            "--cors-origin {o:?} must be an origin only (scheme, host and port; no path), e.g. https://dash.example.com"
+        ));
     }
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == TOKEN_COOKIE)
-        .map(|(_, v)| v.trim().to_owned())
+    Ok(url.origin().ascii_serialization())
 }
 
 /// Whether `host` (a Host header, maybe with a port) is allowed.
@@ -93,11 +99,7 @@ pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
     })
 }
 
-async fn check_host(
-    State(allowed): State<std::sync::Arc<[String]>>,
-    req: Request,
-    next: Next,
-) -> Response {
+async fn check_host(State(allowed): State<Arc<[String]>>, req: Request, next: Next) -> Response {
     let host = req
         .headers()
         .get(header::HOST)
@@ -117,62 +119,60 @@ async fn check_host(
     }
 }
 
-async fn check_token(State(token): State<String>, req: Request, next: Next) -> Response {
-    let path = req.uri().path();
-    if path == "/login" {
-        return next.run(req).await;
-    }
-    if presented(&req).is_some_and(|t| same_secret(t.as_bytes(), token.as_bytes())) {
-        return next.run(req).await;
-    }
-    let wants_html = req.method() == Method::GET
-        && !path.starts_with("/api/")
-        && !path.starts_with("/mcp")
-        && req
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|a| a.to_str().ok())
-            .is_some_and(|a| a.contains("text/html"));
-    if wants_html {
-        // A browser: 401, and on to the login form.
-        let page = "<!doctype html><meta http-equiv=\"refresh\" content=\"0;url=/login\">\
-                    <p>This relay needs a token. <a href=\"/login\">Log in</a>.</p>";
-        return (StatusCode::UNAUTHORIZED, Html(page)).into_response();
-    }
+fn too_large(limit: usize) -> Response {
     ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "this relay needs its token: send `Authorization: Bearer <token>` (or log in at /login)",
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("the body is larger than {limit} bytes"),
     )
     .into_response()
 }
 
+/// Bodies over the limit get 413 on every endpoint: a declared length is checked at once; a
+/// body without one (chunked) is read up to the limit before the route sees it.
 async fn check_length(State(limit): State<usize>, req: Request, next: Next) -> Response {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body is larger than {limit} bytes"),
-        )
-        .into_response();
+    match declared {
+        Some(n) if n > limit as u64 => too_large(limit),
+        Some(_) => next.run(req).await,
+        None if req.method() == Method::GET || req.method() == Method::HEAD => next.run(req).await,
+        None => {
+            let (mut parts, body) = req.into_parts();
+            match axum::body::to_bytes(body, limit).await {
+                Ok(bytes) => {
+                    parts.headers.remove(header::TRANSFER_ENCODING);
+                    parts
+                        .headers
+                        .insert(header::CONTENT_LENGTH, bytes.len().into());
+                    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                        .await
+                }
+                Err(_) => too_large(limit),
+            }
+        }
     }
-    next.run(req).await
 }
 
-/// Wraps `app` (the HTTP front and `/mcp`) in the security layers.
+/// Wraps `app` (the HTTP front, `/mcp`, `/mcp-server`) in the security layers.
 pub fn secure(app: axum::Router, sec: Security) -> axum::Router {
-    let mut app = app;
-    if let Some(token) = sec.token.clone() {
-        app = app.layer(middleware::from_fn_with_state(token, check_token));
-    }
-    app = app
-        .layer(DefaultBodyLimit::max(sec.body_limit))
+    let streams = crate::streams::Streams::new(sec.streams);
+    let mut app = app
+        .layer(middleware::from_fn_with_state(
+            streams,
+            crate::streams::limit,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(sec.body_limit))
         .layer(middleware::from_fn_with_state(sec.body_limit, check_length));
+    let gate = Arc::new(crate::gate::Gate {
+        credentials: sec.credentials.clone(),
+        cors_origins: sec.cors_origins.clone(),
+        trusted_proxies: sec.trusted_proxies.clone(),
+    });
+    app = app.layer(middleware::from_fn_with_state(gate, crate::gate::check));
     if !sec.cors_origins.is_empty() {
         let origins: Vec<HeaderValue> = sec
             .cors_origins
@@ -187,11 +187,13 @@ pub fn secure(app: axum::Router, sec: Security) -> axum::Router {
                     header::AUTHORIZATION,
                     header::CONTENT_TYPE,
                     header::HeaderName::from_static("last-event-id"),
+                    header::HeaderName::from_static("mcp-session-id"),
+                    header::HeaderName::from_static("mcp-protocol-version"),
                 ])
                 .allow_credentials(true),
         );
     }
-    let allowed: std::sync::Arc<[String]> = sec.allowed_hosts.into();
+    let allowed: Arc<[String]> = sec.allowed_hosts.into();
     app.layer(middleware::from_fn_with_state(allowed, check_host))
 }
 
@@ -215,19 +217,36 @@ mod tests {
     }
 
     #[test]
-    fn secrets_compare_whole() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"abcd"));
-    }
-
-    #[test]
     fn beyond_loopback_needs_a_token() {
         let public: SocketAddr = "0.0.0.0:7878".parse().unwrap();
         let local: SocketAddr = "127.0.0.1:7878".parse().unwrap();
-        assert!(check_listen(public, None).unwrap_err().contains("--token"));
-        assert!(check_listen(public, Some("s3cret")).is_ok());
-        assert!(check_listen(local, None).is_ok());
-        assert!(check_listen(local, Some(" ")).is_err());
+        assert!(
+            check_listen(public, false)
+                .unwrap_err()
+                .contains("--no-auth")
+        );
+        assert!(check_listen(public, true).is_ok());
+        assert!(check_listen(local, false).is_ok());
+    }
+
+    #[test]
+    fn cors_origins_are_origins() {
+        assert_eq!(
+            parse_cors_origin("https://Dash.Example.com").unwrap(),
+            "https://dash.example.com"
+        );
+        assert_eq!(
+            parse_cors_origin("http://localhost:3000").unwrap(),
+            "http://localhost:3000"
+        );
+        assert!(
+            parse_cors_origin("*")
+                .unwrap_err()
+                .contains("every website")
+        );
+        assert!(parse_cors_origin("null").unwrap_err().contains("sandboxed"));
+        assert!(parse_cors_origin("https://a.example/path").is_err());
+        assert!(parse_cors_origin("ftp://a.example").is_err());
+        assert!(parse_cors_origin("dash.example.com").is_err());
     }
 }

@@ -87,6 +87,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/", get(index))
         .route("/ui/{file}", get(file))
         .route("/login", get(login::form).post(login::submit))
+        .route("/logout", axum::routing::post(login::logout))
 }
 
 async fn index(headers: HeaderMap) -> Response {

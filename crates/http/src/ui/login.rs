@@ -2,17 +2,19 @@
 //! browser's EventSource cannot send an `Authorization` header.
 
 use axum::Form;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::security::{TOKEN_COOKIE, same_secret};
+use crate::gate::Client;
 
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Next {
     next: Option<String>,
+    /// A one-time login link's code.
+    once: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -21,11 +23,28 @@ pub(crate) struct Login {
     next: Option<String>,
 }
 
-/// Where to go after logging in: a path on this relay, never another site.
-fn safe_next(next: Option<&str>) -> &str {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,
-        _ => "/",
+/// Where to go after logging in: a path on this relay, never another site. `next` is parsed
+/// as a browser would parse it against this relay (tabs and newlines dropped, backslashes
+/// read as slashes), and kept only if it stays on the same origin.
+fn safe_next(next: Option<&str>) -> String {
+    let Some(next) = next else {
+        return "/".into();
+    };
+    let base = url::Url::parse("http://relay.invalid/").expect("a valid base");
+    match base.join(next) {
+        Ok(url) if url.origin() == base.origin() && next.starts_with('/') => {
+            let mut out = url.path().to_owned();
+            if let Some(q) = url.query() {
+                out.push('?');
+                out.push_str(q);
+            }
+            if let Some(f) = url.fragment() {
+                out.push('#');
+                out.push_str(f);
+            }
+            out
+        }
+        _ => "/".into(),
     }
 }
 
@@ -66,6 +85,10 @@ p {{ margin: 0; }}
         ),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     res
 }
 
@@ -75,7 +98,7 @@ fn form_html(next: &str, error: Option<&str>) -> String {
         .unwrap_or_default();
     format!(
         r#"<h1>codex-relay</h1>
-<p>This relay needs its token (the <code>--token</code> or <code>CODEX_RELAY_TOKEN</code> it was started with).</p>
+<p>This relay needs its token: the one <code>codex-relay serve</code> printed when it made it, or the <code>CODEX_RELAY_TOKEN</code> / <code>--token-file</code> it was started with. The login link it prints at start logs you in with one click.</p>
 {error}
 <form method="post" action="/login">
 <label for="token">Token <input id="token" name="token" type="password" autocomplete="current-password" required autofocus></label>
@@ -86,44 +109,111 @@ fn form_html(next: &str, error: Option<&str>) -> String {
     )
 }
 
-pub(crate) async fn form(State(st): State<AppState>, Query(q): Query<Next>) -> Response {
+pub(crate) async fn form(
+    State(st): State<AppState>,
+    client: Option<Extension<Client>>,
+    Query(q): Query<Next>,
+) -> Response {
     let next = safe_next(q.next.as_deref());
-    if st.opts.token.is_none() {
+    let creds = &st.opts.credentials;
+    if !creds.required() {
         return page(
             StatusCode::OK,
             &format!(
-                r#"<h1>codex-relay</h1><p>This relay runs without a token (loopback only): nothing to log in to.</p><p><a href="{}">Open the UI</a></p>"#,
-                escape(next)
+                r#"<h1>codex-relay</h1><p>This relay runs without a token (<code>--no-auth</code>, loopback only): nothing to log in to.</p><p><a href="{}">Open the UI</a></p>"#,
+                escape(&next)
             ),
         );
     }
-    page(StatusCode::OK, &form_html(next, None))
-}
-
-pub(crate) async fn submit(State(st): State<AppState>, Form(login): Form<Login>) -> Response {
-    let next = safe_next(login.next.as_deref());
-    let Some(token) = st.opts.token.as_deref() else {
-        return redirect(next, None);
-    };
-    if !same_secret(login.token.trim().as_bytes(), token.as_bytes()) {
+    if let Some(code) = q.once.as_deref() {
+        if creds.use_once(code) {
+            return logged_in(&st, client.map(|c| c.0), &next);
+        }
         return page(
             StatusCode::UNAUTHORIZED,
-            &form_html(next, Some("That is not this relay's token.")),
-        );
-    }
-    let cookie = format!("{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
-    match HeaderValue::from_str(&cookie) {
-        Ok(cookie) => redirect(next, Some(cookie)),
-        Err(_) => page(
-            StatusCode::BAD_REQUEST,
             &form_html(
-                next,
+                &next,
                 Some(
-                    "The token has characters a cookie cannot carry; use the Authorization header instead.",
+                    "That login link was already used or has expired. Log in with the relay's token, or restart the relay for a new link.",
                 ),
             ),
-        ),
+        );
     }
+    page(StatusCode::OK, &form_html(&next, None))
+}
+
+pub(crate) async fn submit(
+    State(st): State<AppState>,
+    client: Option<Extension<Client>>,
+    Form(login): Form<Login>,
+) -> Response {
+    let next = safe_next(login.next.as_deref());
+    let creds = &st.opts.credentials;
+    if !creds.required() {
+        return redirect(&next, None);
+    }
+    let client = client.map(|c| c.0);
+    let ip = client
+        .map(|c| c.ip)
+        .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+    if let Some(wait) = creds.throttled(ip) {
+        return crate::gate::throttled(wait);
+    }
+    if !creds.is_token(&login.token) {
+        creds.failed(ip);
+        return page(
+            StatusCode::UNAUTHORIZED,
+            &form_html(&next, Some("That is not this relay's token.")),
+        );
+    }
+    logged_in(&st, client, &next)
+}
+
+/// `POST /logout`: ends this browser's login and clears its cookie.
+pub(crate) async fn logout(
+    State(st): State<AppState>,
+    client: Option<Extension<Client>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    if let Some(cookie) = crate::gate::login_cookie(&headers) {
+        st.opts.credentials.revoke_login(&cookie);
+    }
+    let https = client.is_some_and(|c| c.0.https);
+    let cookie = format!(
+        "{}=; {}; Max-Age=0",
+        cookie_name(https),
+        cookie_attrs(https)
+    );
+    redirect("/login", HeaderValue::from_str(&cookie).ok())
+}
+
+fn cookie_name(https: bool) -> &'static str {
+    if https {
+        crate::gate::SECURE_LOGIN_COOKIE
+    } else {
+        crate::gate::LOGIN_COOKIE
+    }
+}
+
+fn cookie_attrs(https: bool) -> &'static str {
+    if https {
+        "Path=/; HttpOnly; SameSite=Strict; Secure"
+    } else {
+        "Path=/; HttpOnly; SameSite=Strict"
+    }
+}
+
+/// A new browser login: its cookie (never the token), then on to `next`.
+fn logged_in(st: &AppState, client: Option<Client>, next: &str) -> Response {
+    let https = client.is_some_and(|c| c.https);
+    let value = st.opts.credentials.grant_login();
+    let cookie = format!(
+        "{}={value}; {}; Max-Age={}",
+        cookie_name(https),
+        cookie_attrs(https),
+        crate::auth::LOGIN_LIFETIME.as_secs()
+    );
+    redirect(next, HeaderValue::from_str(&cookie).ok())
 }
 
 fn redirect(to: &str, cookie: Option<HeaderValue>) -> Response {
@@ -147,9 +237,15 @@ mod tests {
     #[test]
     fn next_stays_on_this_relay() {
         assert_eq!(safe_next(Some("/#/s/abc")), "/#/s/abc");
+        assert_eq!(safe_next(Some("/api/x?y=1")), "/api/x?y=1");
         assert_eq!(safe_next(Some("//evil.example/")), "/");
         assert_eq!(safe_next(Some("https://evil.example/")), "/");
-        assert_eq!(safe_next(Some("/\\evil")), "/");
+        assert_eq!(safe_next(Some("/\\evil.example")), "/");
+        // A tab is dropped by browsers: `/\t/evil.example` would become `//evil.example`.
+        assert_eq!(safe_next(Some("/\t/evil.example")), "/");
+        assert_eq!(safe_next(Some("/\n/evil.example")), "/");
+        assert_eq!(safe_next(Some("javascript:alert(1)")), "/");
+        assert_eq!(safe_next(Some("relative")), "/");
         assert_eq!(safe_next(None), "/");
     }
 

@@ -1,0 +1,174 @@
+//! A cap on open event streams (the session and relay SSE streams, MCP's streams), in all and
+//! per caller (the token, or one browser login): a stream past the caller's share gets 429, one
+//! past the total 503, both with a message that says which.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+
+/// How many event streams may be open.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamLimits {
+    pub total: usize,
+    pub per_caller: usize,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self {
+            total: 512,
+            per_caller: 64,
+        }
+    }
+}
+
+/// The open streams, by caller.
+#[derive(Clone)]
+pub struct Streams {
+    limits: StreamLimits,
+    open: Arc<Mutex<HashMap<Principal, usize>>>,
+}
+
+/// Held by an open stream's body; frees its place when the stream ends.
+struct Slot {
+    open: Arc<Mutex<HashMap<Principal, usize>>>,
+    who: Principal,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.who) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.who);
+            }
+        }
+    }
+}
+
+impl Streams {
+    pub fn new(limits: StreamLimits) -> Self {
+        Self {
+            limits,
+            open: Arc::default(),
+        }
+    }
+
+    fn take(&self, who: &Principal) -> Result<Slot, ApiError> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let total: usize = open.values().sum();
+        if total >= self.limits.total {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_streams",
+                format!(
+                    "{total} event streams are open on this relay, its limit; close one and try again"
+                ),
+            ));
+        }
+        let mine = open.entry(who.clone()).or_default();
+        if *mine >= self.limits.per_caller {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_streams",
+                format!(
+                    "you have {} event streams open, the limit per caller; close one and try again",
+                    *mine
+                ),
+            ));
+        }
+        *mine += 1;
+        Ok(Slot {
+            open: self.open.clone(),
+            who: who.clone(),
+        })
+    }
+}
+
+/// A body that keeps its stream's place until it ends or is dropped.
+struct Counted {
+    inner: Body,
+    _slot: Slot,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The middleware: a response that is an event stream takes a place or is refused.
+pub async fn limit(State(streams): State<Streams>, req: Request, next: Next) -> Response {
+    let who = req
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or(Principal::Open);
+    let res = next.run(req).await;
+    let is_stream = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_stream {
+        return res;
+    }
+    match streams.take(&who) {
+        Ok(slot) => res.map(|inner| Body::new(Counted { inner, _slot: slot })),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_are_counted_per_caller_and_in_all_and_freed() {
+        let s = Streams::new(StreamLimits {
+            total: 3,
+            per_caller: 2,
+        });
+        let a = Principal::Login("a".into());
+        let b = Principal::Login("b".into());
+        let a1 = s.take(&a).unwrap();
+        let _a2 = s.take(&a).unwrap();
+        assert_eq!(
+            s.take(&a).err().unwrap().status,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        let _b1 = s.take(&b).unwrap();
+        assert_eq!(
+            s.take(&b).err().unwrap().status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        drop(a1);
+        assert!(s.take(&b).is_ok(), "a place was freed");
+    }
+}
