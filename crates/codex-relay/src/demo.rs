@@ -33,6 +33,12 @@ impl DemoDir {
 }
 
 impl Demo {
+    /// The demo's directory (its store, Codex home and workspace; `serve` keeps its token's
+    /// hash and logins there).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     /// Where demo sessions work (Codex's default directory).
     pub fn workspace(&self) -> PathBuf {
         self.dir.path().join("workspace")

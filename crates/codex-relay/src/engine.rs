@@ -45,6 +45,8 @@ pub struct EngineArgs {
     pub sessions_per_codex: usize,
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,
+    #[command(flatten)]
+    pub policy: crate::policy_args::PolicyArgs,
 }
 
 impl EngineArgs {
@@ -75,6 +77,7 @@ impl EngineArgs {
         config.crash_policy.max_crashes = self.codex_crash_limit.max(1);
         config.crash_policy.window = Duration::from_millis(self.codex_crash_window_ms);
         config.sessions_per_codex = self.sessions_per_codex;
+        config.policy = self.policy.policy()?;
         Ok(config)
     }
 
@@ -97,6 +100,7 @@ impl EngineArgs {
             event_buffer = config.event_buffer,
             sessions_per_codex = config.sessions_per_codex,
             credentials = %auth,
+            start_policy = %crate::policy_args::PolicyArgs::describe(&config.policy),
             "engine settings"
         );
         Relay::open(config)

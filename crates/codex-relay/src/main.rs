@@ -10,6 +10,7 @@ mod doctor;
 mod engine;
 mod http_front;
 mod legacy;
+mod policy_args;
 mod progress;
 mod serve;
 
@@ -55,9 +56,26 @@ enum Command {
     Run(Box<cli_run::RunArgs>),
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    // Before any thread exists: take the token, then make this process's memory and
+    // environment unreadable to the processes of the same user (the commands Codex runs among
+    // them), and overwrite the token where /proc/<pid>/environ would still show it.
+    http_front::take_env_token();
+    codex_relay_codex::platform::process::harden_self(&[http_front::TOKEN_VAR]);
     let cli = Cli::parse();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(run(cli)),
+        Err(e) => {
+            serve::say(&format!("error: starting the runtime: {e}"));
+            std::process::ExitCode::from(cli_run::EXIT_LOCAL)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&cli.log_level)

@@ -4,8 +4,10 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
+use codex_relay_http::auth::Credentials;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{EngineArgs, shutdown_signal};
@@ -52,8 +54,9 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
 
-pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    args.http.check_listen(args.listen)?;
+pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
+    args.http.check(args.listen)?;
+    args.engine.policy.apply_serve_defaults(args.listen);
     let (relay, demo) = if args.demo {
         let (relay, demo) = crate::demo::open(&args.engine).await?;
         say(&format!(
@@ -64,6 +67,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         (args.engine.open().await?, None)
     };
+    // The token and browser logins live in the data directory (the demo's own, unless it is
+    // kept in --data-dir).
+    let data_dir = match &demo {
+        Some(d) => d.dir().to_path_buf(),
+        None => args.engine.builder().data_dir_target(),
+    };
+    let token = args.http.token(&data_dir)?;
+    let credentials = Arc::new(Credentials::new(
+        token.hash,
+        token
+            .hash
+            .is_some()
+            .then(|| crate::http_front::logins_file(&data_dir)),
+    ));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -89,23 +106,19 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             legacy,
         ),
     );
-    let app = args.http.app(&relay, fronts, hosts);
-    say(&format!(
-        "codex-relay: web UI and API at http://{addr}/ ; MCP at http://{addr}/mcp\n\
-         codex-relay: legacy mcp-server at http://{addr}/mcp-server"
-    ));
+    let app = args.http.app(&relay, credentials.clone(), fronts, hosts);
+    say(&banner(addr, &token, &credentials));
     let graceful = stop.clone();
-    // Streams write small chunks: without TCP_NODELAY, Nagle's algorithm holds one back until
-    // the previous is acknowledged (tens of milliseconds with delayed ACKs).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY: {e}");
-        }
-    });
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown_signal().await;
-        graceful.cancel();
-    });
+    let server = codex_relay_http::server::serve(
+        listener,
+        app,
+        args.http.limits(),
+        Some(Arc::new(OwnTrees)),
+        async move {
+            shutdown_signal().await;
+            graceful.cancel();
+        },
+    );
     // Cancelling ends the MCP sessions and their streams; a connection that still hangs on
     // does not keep Codex alive for long.
     let result = tokio::select! {
@@ -118,6 +131,63 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     relay.shutdown().await;
     drop(demo);
     result.map(|()| ExitCode::SUCCESS)
+}
+
+/// What `serve` prints when it listens: where everything is, a one-time login link for the
+/// UI, the token when it was made now (shown this once), and how MCP clients send it.
+fn banner(addr: SocketAddr, token: &crate::http_front::Token, creds: &Credentials) -> String {
+    let mut out = format!(
+        "codex-relay: web UI and API at http://{addr}/ ; MCP at http://{addr}/mcp\n\
+         codex-relay: legacy mcp-server at http://{addr}/mcp-server"
+    );
+    if token.hash.is_none() {
+        out.push_str(
+            "\ncodex-relay: WARNING: --no-auth: every local user and every browser tab can drive Codex through this relay",
+        );
+        return out;
+    }
+    let once = creds.new_once();
+    out.push_str(&format!(
+        "\ncodex-relay: open the UI (a one-time login link): http://{addr}/login?once={once}"
+    ));
+    match (&token.fresh, &token.kept_in) {
+        (Some(t), Some(file)) => out.push_str(&format!(
+            "\ncodex-relay: API token (shown only now; {} keeps only its hash): {t}",
+            file.display()
+        )),
+        (None, Some(file)) => out.push_str(&format!(
+            "\ncodex-relay: API token: the one printed when {} was made (delete that file and restart for a new one)",
+            file.display()
+        )),
+        _ => out.push_str("\ncodex-relay: API token: the one in CODEX_RELAY_TOKEN / --token-file"),
+    }
+    out.push_str(&format!(
+        "\ncodex-relay: MCP over HTTP: {{\"url\": \"http://{addr}/mcp\", \"headers\": {{\"Authorization\": \"Bearer <token>\"}}}}"
+    ));
+    out
+}
+
+/// Refuses connections from the processes of the relay's own Codex trees: everything Codex
+/// started, at any depth (Codex keeps the orphans of what it runs), so a model-run command
+/// can neither drive the relay nor answer its own approval, whatever it has read.
+struct OwnTrees;
+
+impl codex_relay_http::server::PeerCheck for OwnTrees {
+    fn check(&self, conns: &[(SocketAddr, SocketAddr)]) -> Vec<Result<(), String>> {
+        use codex_relay_codex::platform::sockets::{PeerOwner, owners};
+        owners(std::process::id(), conns)
+            .into_iter()
+            .map(|owner| match owner {
+                PeerOwner::Remote | PeerOwner::Outside => Ok(()),
+                PeerOwner::InTree { pid, command } => Err(format!(
+                    "the client is process {pid} ({command}), started by Codex"
+                )),
+                PeerOwner::Unknown(why) => {
+                    Err(format!("the client's process cannot be checked: {why}"))
+                }
+            })
+            .collect()
+    }
 }
 
 /// Writes `text` and a newline to stderr in one call, ignoring failure: a server whose stderr

@@ -18,6 +18,10 @@ pub mod postgres;
 pub mod procs;
 
 pub use home::{CodexHome, HomeOptions};
+
+/// The token the tests give `codex-relay serve` (CODEX_RELAY_TOKEN) and their HTTP clients
+/// send; `serve` requires one by default.
+pub const RELAY_TEST_TOKEN: &str = "codex-relay-test-token-0123456789";
 pub use install::{NEWEST, OLDEST, PINNED_VERSIONS, codex_bin};
 pub use model::{Item, ModelServer, RecordedRequest, Reply};
 
