@@ -1,7 +1,7 @@
-//! The HTTP front's security, on by default: with a token every API, SSE, MCP and UI request
-//! needs it (Bearer or the login cookie); a foreign Host is refused (DNS rebinding); bodies
+//! The HTTP front's security, on by default: every API, SSE, MCP and UI request needs the token
+//! (Bearer or a browser login's cookie); a foreign Host is refused (DNS rebinding); bodies
 //! are limited; errors are `{"error":{"code","message"}}` with the right status; and `serve`
-//! refuses to listen beyond loopback without a token. Also: OpenAPI, health and metrics.
+//! refuses `--no-auth` beyond loopback. Also: OpenAPI, health and metrics.
 
 mod common;
 mod http_support;
@@ -13,7 +13,6 @@ use http_support::Client;
 use serde_json::json;
 
 const NEWEST: &str = "0.169.0";
-const TOKEN: &str = "s3cret-token";
 
 fn code(r: &http_support::Resp) -> String {
     r.json()["error"]["code"]
@@ -26,14 +25,17 @@ fn code(r: &http_support::Resp) -> String {
 async fn every_front_needs_the_token_and_the_right_host() {
     let bed = Bed::start(NEWEST).await;
     let mut args = bed.args(120_000);
-    args.extend(["--token".into(), TOKEN.into()]);
     args.extend(["--cors-origin".into(), "https://dash.example".into()]);
     let relay = HttpRelay::start(args).await;
-    let anon = Client::new(&relay.url);
-    let bearer = Client::new(&relay.url).with_header("Authorization", &format!("Bearer {TOKEN}"));
-    let cookie = Client::new(&relay.url)
-        .with_header("Cookie", &format!("theme=dark; codex_relay_token={TOKEN}"));
-    let wrong = Client::new(&relay.url).with_header("Authorization", "Bearer s3cret-tokem");
+    let anon = Client::anonymous(&relay.url);
+    let bearer = Client::new(&relay.url);
+    let login = http_support::login(&relay.url, codex_relay_testkit::RELAY_TEST_TOKEN).await;
+    let cookie =
+        Client::anonymous(&relay.url).with_header("Cookie", &format!("theme=dark; {login}"));
+    let wrong = Client::anonymous(&relay.url).with_header(
+        "Authorization",
+        &format!("Bearer {}x", codex_relay_testkit::RELAY_TEST_TOKEN),
+    );
 
     // No token (or a wrong one): 401 on the API, the streams, MCP and the UI.
     for c in [&anon, &wrong] {
@@ -74,7 +76,7 @@ async fn every_front_needs_the_token_and_the_right_host() {
         assert!(r.text().contains("/login"), "{}", r.text());
     }
 
-    // The token as a Bearer header or as the login cookie.
+    // The token as a Bearer header, or a browser login's cookie.
     let r = bearer.get("/api/codex/permission/pending").await;
     assert_eq!((r.status, r.json()), (200, json!([])));
     let r = cookie.get("/api/codex/permission/pending").await;
@@ -295,7 +297,7 @@ async fn serve_refuses_to_listen_beyond_loopback_without_a_token() {
         Duration::from_secs(30),
         tokio::process::Command::new(RELAY)
             .arg("serve")
-            .args(["--listen", "0.0.0.0:0"])
+            .args(["--listen", "0.0.0.0:0", "--no-auth"])
             .args(bed.args(120_000))
             .env_remove("CODEX_RELAY_TOKEN")
             .output(),
@@ -306,7 +308,7 @@ async fn serve_refuses_to_listen_beyond_loopback_without_a_token() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("refusing to listen on 0.0.0.0"), "{stderr}");
-    assert!(stderr.contains("--token"), "it says how: {stderr}");
+    assert!(stderr.contains("--no-auth"), "it says how: {stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

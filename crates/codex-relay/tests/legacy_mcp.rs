@@ -560,7 +560,8 @@ async fn serve_offers_the_legacy_contract_at_mcp_server() {
     let url = format!("{}-server", http.url);
     let mut d = LegacyDriver::spawn().await;
     let info = d
-        .cmd(json!({"op": "connect", "url": url, "elicitation": true}))
+        .cmd(json!({"op": "connect", "url": url, "elicitation": true,
+            "headers": {"Authorization": format!("Bearer {}", codex_relay_testkit::RELAY_TEST_TOKEN)}}))
         .await;
     let names: Vec<&str> = info["tools"]
         .as_array()

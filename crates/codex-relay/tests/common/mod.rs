@@ -47,6 +47,8 @@ pub fn engine_args(codex: &Path, home: &CodexHome, approval_timeout_ms: u64) -> 
         home.path().display().to_string(),
         "--db".into(),
         home.root().join("relay.db").display().to_string(),
+        "--data-dir".into(),
+        home.root().join("relay-data").display().to_string(),
         "--approval-timeout-ms".into(),
         approval_timeout_ms.to_string(),
     ]
@@ -78,6 +80,10 @@ pub struct HttpRelay {
 impl HttpRelay {
     pub async fn start(args: Vec<String>) -> HttpRelay {
         let mut cmd = Command::new(RELAY);
+        // The token `serve` requires (unless the test serves without one).
+        if !args.iter().any(|a| a == "--no-auth") {
+            cmd.env("CODEX_RELAY_TOKEN", codex_relay_testkit::RELAY_TEST_TOKEN);
+        }
         cmd.arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
@@ -92,6 +98,10 @@ impl HttpRelay {
     pub async fn start_with_env(args: &[&str], env: &[(&str, String)]) -> HttpRelay {
         let mut cmd = Command::new(RELAY);
         cmd.arg("serve").args(args).env_clear();
+        // The token `serve` requires, unless the test brings its own or serves without one.
+        if !args.contains(&"--no-auth") && !env.iter().any(|(k, _)| *k == "CODEX_RELAY_TOKEN") {
+            cmd.env("CODEX_RELAY_TOKEN", codex_relay_testkit::RELAY_TEST_TOKEN);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -240,7 +250,8 @@ impl Driver {
                 all.extend_from_slice(args);
                 json!({"op": "connect", "transport": "stdio", "command": RELAY, "args": all, "env": relay_env()})
             }
-            Transport::Http => json!({"op": "connect", "transport": "http", "url": url}),
+            Transport::Http => json!({"op": "connect", "transport": "http", "url": url,
+                "headers": {"Authorization": format!("Bearer {}", codex_relay_testkit::RELAY_TEST_TOKEN)}}),
         };
         if self.sdk == Sdk::PythonLegacy {
             cmd["mode"] = json!("legacy");

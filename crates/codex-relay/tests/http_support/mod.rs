@@ -107,7 +107,16 @@ async fn read_chunk<R: AsyncBufReadExt + Unpin>(r: &mut R) -> Option<Vec<u8>> {
 }
 
 impl Client {
+    /// A client that sends the tests' token (`serve` requires one by default).
     pub fn new(relay_url: &str) -> Self {
+        Self::anonymous(relay_url).with_header(
+            "Authorization",
+            &format!("Bearer {}", codex_relay_testkit::RELAY_TEST_TOKEN),
+        )
+    }
+
+    /// A client that sends no credentials.
+    pub fn anonymous(relay_url: &str) -> Self {
         let addr = relay_url
             .trim_start_matches("http://")
             .trim_end_matches("/mcp")
@@ -289,4 +298,29 @@ impl Sse {
             }
         }
     }
+}
+
+/// Logs in at `/login` with `token` as the form does; returns the `name=value` cookie the
+/// relay set.
+pub async fn login(relay_url: &str, token: &str) -> String {
+    let c = Client::anonymous(relay_url);
+    let host = c.addr.clone();
+    let r = c
+        .send(
+            "POST",
+            "/login",
+            &[
+                ("Content-Type", "application/x-www-form-urlencoded"),
+                ("Origin", &format!("http://{host}")),
+            ],
+            format!("token={token}&next=/").as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 303, "login: {}", r.text());
+    r.header("set-cookie")
+        .expect("a login cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned()
 }

@@ -40,7 +40,7 @@ async function handle(cmd) {
       const transport =
         cmd.transport === "stdio"
           ? new StdioClientTransport({ command: cmd.command, args: cmd.args, env: cmd.env, stderr: "inherit" })
-          : new StreamableHTTPClientTransport(new URL(cmd.url));
+          : new StreamableHTTPClientTransport(new URL(cmd.url), { requestInit: { headers: cmd.headers ?? {} } });
       await client.connect(transport);
       const tools = await client.listTools();
       return {

@@ -55,7 +55,7 @@ async function connect(cmd) {
     });
   }
   transport = cmd.url
-    ? new StreamableHTTPClientTransport(new URL(cmd.url))
+    ? new StreamableHTTPClientTransport(new URL(cmd.url), { requestInit: { headers: cmd.headers ?? {} } })
     : new StdioClientTransport({ command: cmd.command, args: cmd.args, env: cmd.env, stderr: "inherit" });
   await client.connect(transport);
   const tools = await client.listTools();

@@ -11,6 +11,8 @@ import time
 import traceback
 
 from mcp import Client, StdioServerParameters, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 elicitations = []
 policy = {"acceptWhen": None, "content": {}}
@@ -41,6 +43,11 @@ async def main():
         if op == "connect":
             if cmd["transport"] == "stdio":
                 server = StdioServerParameters(command=cmd["command"], args=cmd["args"], env=cmd.get("env"))
+            elif cmd.get("headers"):
+                # The relay's token: the SDK takes headers through its HTTP client.
+                http = create_mcp_http_client(headers=cmd["headers"])
+                await stack.enter_async_context(http)
+                server = streamable_http_client(cmd["url"], http_client=http)
             else:
                 server = cmd["url"]
             client = Client(server, elicitation_callback=on_elicit, mode=cmd.get("mode", "auto"), read_timeout_seconds=120)
