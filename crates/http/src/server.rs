@@ -326,6 +326,7 @@ pub async fn serve(
             let first = tokio::time::sleep(limits.header_timeout);
             let mut first = std::pin::pin!(first);
             let mut draining = false;
+            let mut first_checked = false;
             loop {
                 tokio::select! {
                     r = conn.as_mut() => {
@@ -338,9 +339,14 @@ pub async fn serve(
                         tracing::debug!(%peer, "idle connection closed to make room");
                         break;
                     }
-                    _ = &mut first, if served.load(Ordering::Relaxed) == 0 => {
-                        tracing::debug!(%peer, "no request within the header timeout");
-                        break;
+                    // (A `select!` condition is read only when the loop comes round, so the
+                    // timer fires once and then looks whether a request came meanwhile.)
+                    _ = &mut first, if !first_checked => {
+                        first_checked = true;
+                        if served.load(Ordering::Relaxed) == 0 {
+                            tracing::debug!(%peer, "no request within the header timeout");
+                            break;
+                        }
                     }
                     _ = stop.cancelled(), if !draining => {
                         draining = true;
