@@ -127,8 +127,9 @@ pub fn throttled(wait: std::time::Duration) -> Response {
 }
 
 /// Whether a request that a browser may have sent on another site's behalf comes from this
-/// relay's own pages (or an allowed CORS origin). Browsers send `Sec-Fetch-Site` (recent ones)
-/// or `Origin` (all, on POST); a request with neither did not come from a browser page.
+/// relay's own pages (or an allowed CORS origin). Browsers send `Sec-Fetch-Site` (recent ones),
+/// which decides, or else `Origin` (all, on POST); a request with neither did not come from a
+/// browser page.
 fn same_origin(headers: &HeaderMap, https: bool, cors: &[String]) -> Result<(), String> {
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
     if let Some(origin) = origin
@@ -136,11 +137,13 @@ fn same_origin(headers: &HeaderMap, https: bool, cors: &[String]) -> Result<(), 
     {
         return Ok(());
     }
-    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
-        && site != "same-origin"
-        && site != "none"
-    {
-        return Err(format!("Sec-Fetch-Site is {site:?}"));
+    // Fetch metadata, which pages cannot set, decides where the browser sends it (a form
+    // posted from a page with `Referrer-Policy: no-referrer` carries `Origin: null`).
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        return match site {
+            "same-origin" | "none" => Ok(()),
+            other => Err(format!("Sec-Fetch-Site is {other:?}")),
+        };
     }
     let Some(origin) = origin else {
         return Ok(());
@@ -272,6 +275,16 @@ mod tests {
                     ("sec-fetch-site", "same-origin"),
                     ("origin", "http://127.0.0.1:7878")
                 ]),
+                false,
+                none
+            )
+            .is_ok()
+        );
+        // A form posted by a no-referrer page: `Origin: null`, but the browser's own metadata
+        // says same-origin.
+        assert!(
+            same_origin(
+                &headers(&[host, ("sec-fetch-site", "same-origin"), ("origin", "null")]),
                 false,
                 none
             )

@@ -137,7 +137,7 @@ fn serve(asset: &Asset, headers: &HeaderMap) -> Response {
     );
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     res
 }
