@@ -62,6 +62,8 @@ fn main() -> std::process::ExitCode {
     // them), and overwrite the token where /proc/<pid>/environ would still show it.
     http_front::take_env_token();
     codex_relay_codex::platform::process::harden_self(&[http_front::TOKEN_VAR]);
+    // A descriptor per connection (up to --max-connections), plus Codex's pipes and the store.
+    codex_relay_codex::platform::process::raise_fd_limit(65_536);
     let cli = Cli::parse();
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

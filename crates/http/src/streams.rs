@@ -27,8 +27,8 @@ pub struct StreamLimits {
 impl Default for StreamLimits {
     fn default() -> Self {
         Self {
-            total: 512,
-            per_caller: 64,
+            total: 1024,
+            per_caller: 256,
         }
     }
 }

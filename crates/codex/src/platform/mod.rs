@@ -7,6 +7,7 @@
 //! - [`process::signal_group`]: a signal to a whole process group.
 //! - [`process::harden_self`]: the relay's own memory and environment out of reach of other
 //!   processes of the same user (Linux: not dumpable, secret values overwritten in place).
+//! - [`process::raise_fd_limit`]: room for one descriptor per connection.
 //! - [`tree`]: a tree's processes found by a marker in their environment and by parent pid,
 //!   killed together; a watchdog process that kills a tree if the relay dies without doing it.
 //! - [`sockets`]: for a TCP connection from this machine, whether a process of a given tree

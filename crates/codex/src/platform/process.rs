@@ -67,6 +67,33 @@ pub fn harden_self(names: &[&str]) {
     }
 }
 
+/// Raises this process's soft limit on open files to its hard limit (at most `cap`): a server
+/// holds a descriptor per connection, and many systems start processes at 1,024. Returns the
+/// limit in effect.
+pub fn raise_fd_limit(cap: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read the struct passed, nothing else.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        let wanted = lim.rlim_max.min(cap);
+        if wanted > lim.rlim_cur {
+            let raised = libc::rlimit {
+                rlim_cur: wanted,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return wanted;
+            }
+        }
+        lim.rlim_cur
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
