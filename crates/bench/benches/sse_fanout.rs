@@ -204,17 +204,30 @@ async fn relay_side() {
     let app = codex_relay_http::secure(
         codex_relay_http::router(relay.clone(), Default::default()),
         codex_relay_http::Security {
-            token: None,
+            credentials: std::sync::Arc::new(codex_relay_http::auth::Credentials::new(None, None)),
             allowed_hosts: vec!["127.0.0.1".into(), "localhost".into()],
             cors_origins: vec![],
             body_limit: codex_relay_http::security::DEFAULT_BODY_LIMIT,
+            trusted_proxies: vec![],
+            // One caller holds all 1,000 subscriptions here.
+            streams: codex_relay_http::streams::StreamLimits {
+                total: 4096,
+                per_caller: 4096,
+            },
         },
     );
-    // As `codex-relay serve` does: no Nagle delay on the streams' small writes.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    // As `codex-relay serve` serves it (its server loop, no Nagle delay on small writes).
+    let limits = codex_relay_http::server::ServerLimits {
+        max_connections: 4096,
+        ..Default::default()
+    };
+    tokio::spawn(codex_relay_http::server::serve(
+        listener,
+        app,
+        limits,
+        None,
+        std::future::pending(),
+    ));
     let ids = sessions(&relay).await;
     let rss_idle = proc_status_kib("VmRSS:");
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())

@@ -16,8 +16,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_codex-relay");
 const CHROMIUM: &str = "/usr/bin/chromium";
-/// The restart run's relays ask for this token (the page logs in once; the cookie carries on).
-const TOKEN: &str = "browser-test-token";
+/// The restart run's relays take this token from CODEX_RELAY_TOKEN (the page logs in once
+/// with the form; the cookie carries on).
+const TOKEN: &str = "browser-test-token-0123456789";
 
 fn on_path(name: &str) -> bool {
     std::env::var_os("PATH")
@@ -92,11 +93,24 @@ fn set_up(version: &str) -> Option<(PathBuf, PathBuf)> {
     Some((node, codex))
 }
 
+/// What `serve --demo` prints when it listens.
+#[derive(Default)]
+struct Banner {
+    url: Option<String>,
+    workspace: Option<PathBuf>,
+    link: Option<String>,
+    token: Option<String>,
+}
+
 /// `codex-relay serve --demo` on a free loopback port, its stderr echoed.
 struct DemoRelay {
     child: tokio::process::Child,
     url: String,
     workspace: PathBuf,
+    /// The one-time login link the banner printed.
+    login_link: String,
+    /// The token, when serve made it now (shown once in the banner).
+    fresh_token: Option<String>,
 }
 
 impl DemoRelay {
@@ -114,9 +128,10 @@ impl DemoRelay {
         if let Some(dir) = data_dir {
             cmd.arg("--data-dir").arg(dir);
         }
-        if let Some(token) = token {
-            cmd.args(["--token", token]);
-        }
+        match token {
+            Some(token) => cmd.env("CODEX_RELAY_TOKEN", token),
+            None => cmd.env_remove("CODEX_RELAY_TOKEN"),
+        };
         let mut child = cmd
             .env(
                 "LOG_LEVEL",
@@ -128,19 +143,25 @@ impl DemoRelay {
             .spawn()
             .expect("spawn codex-relay serve --demo");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let (url, workspace) = tokio::time::timeout(Duration::from_secs(60), async {
-            let mut workspace = None;
+        let banner = tokio::time::timeout(Duration::from_secs(60), async {
+            let mut b = Banner::default();
             while let Some(line) = lines.next_line().await.unwrap() {
                 eprintln!("[relay] {line}");
                 if let Some(w) = line.split("sessions work in ").nth(1) {
-                    workspace = Some(PathBuf::from(w.trim()));
+                    b.workspace = Some(PathBuf::from(w.trim()));
                 }
                 if let Some(rest) = line.split("web UI and API at ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or_default();
-                    return (
-                        url.to_owned(),
-                        workspace.expect("the demo names its workspace first"),
-                    );
+                    b.url = rest.split_whitespace().next().map(str::to_owned);
+                }
+                if let Some(link) = line.split("one-time login link): ").nth(1) {
+                    b.link = Some(link.trim().to_owned());
+                }
+                if line.contains("API token (shown only now") {
+                    b.token = line.split_whitespace().last().map(str::to_owned);
+                }
+                // The banner's last line.
+                if line.contains("MCP over HTTP") {
+                    return b;
                 }
             }
             panic!("codex-relay serve --demo exited before listening")
@@ -154,8 +175,10 @@ impl DemoRelay {
         });
         DemoRelay {
             child,
-            url,
-            workspace,
+            url: banner.url.expect("the banner names the address"),
+            workspace: banner.workspace.expect("the demo names its workspace"),
+            login_link: banner.link.expect("the banner has a login link"),
+            fresh_token: banner.token,
         }
     }
 
@@ -172,8 +195,15 @@ impl DemoRelay {
     }
 }
 
+/// How a browser run logs in: the banner's one-time link (one click), or the token in the form.
+#[derive(Clone)]
+enum LogIn {
+    Link(String),
+    Token(String),
+}
+
 /// Runs the browser scenario for one viewport; returns its findings (one JSON line).
-fn drive(node: &Path, url: &str, variant: &str) -> serde_json::Value {
+fn drive(node: &Path, url: &str, variant: &str, log_in: LogIn) -> serde_json::Value {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join("browser");
@@ -181,12 +211,17 @@ fn drive(node: &Path, url: &str, variant: &str) -> serde_json::Value {
         .join("browser")
         .join(variant);
     let _ = std::fs::remove_dir_all(&shots);
+    let (key, value) = match log_in {
+        LogIn::Link(l) => ("LOGIN_LINK", l),
+        LogIn::Token(t) => ("RELAY_TOKEN", t),
+    };
     let out = Command::new(node)
         .arg(dir.join("ui.mjs"))
         .arg(url)
         .arg(&shots)
         .arg(variant)
         .env("CHROMIUM", CHROMIUM)
+        .env(key, value)
         .current_dir(&dir)
         .stdin(Stdio::null())
         .output()
@@ -219,10 +254,19 @@ async fn a_demo_session_in_the_browser_on_desktop_and_phone() {
     let mut relay = DemoRelay::start(&codex, "127.0.0.1:0", None, None).await;
     let url = relay.url.clone();
     let workspace = relay.workspace.clone();
-    for variant in ["desktop", "phone"] {
+    // The desktop opens the printed one-time link (one click); the phone, a second browser,
+    // logs in with the token the banner showed.
+    let token = relay
+        .fresh_token
+        .clone()
+        .expect("a fresh demo shows its token");
+    for (variant, log_in) in [
+        ("desktop", LogIn::Link(relay.login_link.clone())),
+        ("phone", LogIn::Token(token)),
+    ] {
         let node = node.clone();
         let url = url.clone();
-        let findings = tokio::task::spawn_blocking(move || drive(&node, &url, variant))
+        let findings = tokio::task::spawn_blocking(move || drive(&node, &url, variant, log_in))
             .await
             .expect("the browser run");
         // The reload happened while the command waited: the history then had events in it.
@@ -341,7 +385,8 @@ async fn the_plan_on_codex_0_98() {
     };
     let mut relay = DemoRelay::start(&codex, "127.0.0.1:0", None, None).await;
     let url = relay.url.clone();
-    tokio::task::spawn_blocking(move || drive(&node, &url, "plan"))
+    let link = LogIn::Link(relay.login_link.clone());
+    tokio::task::spawn_blocking(move || drive(&node, &url, "plan", link))
         .await
         .expect("the browser run");
     let status = relay.stop().await;

@@ -199,7 +199,11 @@ async fn serve_until_ready(env: &[(&str, String)]) -> (tokio::process::Child, Ve
         while let Some(line) = lines.next_line().await.unwrap() {
             eprintln!("[relay] {line}");
             seen.push(plain(&line));
-            if line.contains("MCP at ") || line.starts_with("error:") {
+            // The banner ends with the MCP snippet (or the --no-auth warning).
+            if line.contains("MCP over HTTP")
+                || line.contains("WARNING: --no-auth")
+                || line.starts_with("error:")
+            {
                 break;
             }
         }
@@ -252,9 +256,24 @@ async fn with_nothing_set_the_documented_defaults_apply() {
         "default log level is warn: {text}"
     );
     if text.contains("MCP at ") {
+        // The token: made now, shown once, only its hash kept in the data directory.
+        let token = seen
+            .iter()
+            .find(|l| l.contains("API token (shown only now"))
+            .and_then(|l| l.split_whitespace().last())
+            .unwrap_or_else(|| panic!("a made token in the banner: {text}"))
+            .to_owned();
+        let kept =
+            std::fs::read_to_string(home.join(".local/share/codex-relay/serve-token.sha256"))
+                .expect("the token's hash in the data directory");
+        assert!(kept.starts_with("sha256:") && !kept.contains(&token));
+        assert!(
+            text.contains("/login?once="),
+            "a one-time login link: {text}"
+        );
         // The defaults for the Codex binary (on PATH) and CODEX_HOME (~/.codex) run a turn.
         let mut d = Driver::spawn(Sdk::Node).await;
-        d.connect(Transport::Http, &[], "http://127.0.0.1:7878/mcp")
+        d.connect_http_with_token("http://127.0.0.1:7878/mcp", &token)
             .await;
         let s = d
             .ok(

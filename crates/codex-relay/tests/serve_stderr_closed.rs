@@ -21,6 +21,7 @@ async fn the_reader_of_stderr_leaves_after_the_first_line_and_a_turn_still_runs(
         .args(["--listen", "127.0.0.1:0"])
         .args(bed.args(60_000))
         .env("LOG_LEVEL", "info")
+        .env("CODEX_RELAY_TOKEN", codex_relay_testkit::RELAY_TEST_TOKEN)
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)

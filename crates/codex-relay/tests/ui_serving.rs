@@ -1,5 +1,5 @@
-//! The web UI as `codex-relay serve` serves it: compiled-in files with ETags and 304s, and with
-//! a token, the login form whose cookie then opens the UI, the API and the streams.
+//! The web UI as `codex-relay serve` serves it: compiled-in files with ETags and 304s, and the
+//! login form whose cookie (not the token) then opens the UI, the API and the streams.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -9,7 +9,7 @@ use codex_relay_testkit::{NEWEST, codex_bin};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_codex-relay");
-const TOKEN: &str = "s3cret-token";
+const TOKEN: &str = "s3cret-token-0123456789";
 
 /// A response: status, headers (lower-case names), body.
 struct Res {
@@ -60,12 +60,14 @@ async fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], bo
     }
 }
 
-/// `serve --demo` (its own throwaway store) with `extra` flags; returns the child and address.
-async fn serve(codex: &Path, extra: &[&str]) -> (tokio::process::Child, String) {
+/// `serve --demo` (its own throwaway store) with `extra` flags and `token` in
+/// CODEX_RELAY_TOKEN; returns the child and address.
+async fn serve(codex: &Path, extra: &[&str], token: &str) -> (tokio::process::Child, String) {
     let mut child = tokio::process::Command::new(RELAY)
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--codex"])
         .arg(codex)
         .args(extra)
+        .env("CODEX_RELAY_TOKEN", token)
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -90,7 +92,8 @@ async fn serve(codex: &Path, extra: &[&str]) -> (tokio::process::Child, String) 
 #[tokio::test]
 async fn ui_files_carry_etags_and_answer_304_when_unchanged() {
     let codex = codex_bin(NEWEST).expect("the pinned Codex");
-    let (_relay, addr) = serve(&codex, &[]).await;
+    // The files, not the login: served without a token.
+    let (_relay, addr) = serve(&codex, &["--no-auth"], "").await;
     let page = http(&addr, "GET", "/", &[], "").await;
     assert_eq!(page.status, 200);
     assert!(
@@ -133,7 +136,7 @@ async fn ui_files_carry_etags_and_answer_304_when_unchanged() {
 #[tokio::test]
 async fn with_a_token_the_login_form_sets_the_cookie_the_ui_and_streams_accept() {
     let codex = codex_bin(NEWEST).expect("the pinned Codex");
-    let (_relay, addr) = serve(&codex, &["--token", TOKEN]).await;
+    let (_relay, addr) = serve(&codex, &[], TOKEN).await;
     let html = [("Accept", "text/html")];
     let page = http(&addr, "GET", "/", &html, "").await;
     assert_eq!(page.status, 401, "the UI needs the token");
@@ -143,7 +146,11 @@ async fn with_a_token_the_login_form_sets_the_cookie_the_ui_and_streams_accept()
     assert_eq!(form.status, 200);
     assert!(form.body.contains("name=\"token\""), "{}", form.body);
 
-    let urlencoded = [("Content-Type", "application/x-www-form-urlencoded")];
+    let origin = format!("http://{addr}");
+    let urlencoded = [
+        ("Content-Type", "application/x-www-form-urlencoded"),
+        ("Origin", origin.as_str()),
+    ];
     let wrong = http(&addr, "POST", "/login", &urlencoded, "token=nope&next=%2F").await;
     assert_eq!(wrong.status, 401);
     assert!(wrong.header("set-cookie").is_none());
@@ -157,6 +164,10 @@ async fn with_a_token_the_login_form_sets_the_cookie_the_ui_and_streams_accept()
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"
+    );
+    assert!(
+        !cookie.contains(TOKEN),
+        "the cookie is not the token: {cookie}"
     );
     let cookie = cookie.split(';').next().unwrap().to_owned();
     let with = [("Cookie", cookie.as_str())];

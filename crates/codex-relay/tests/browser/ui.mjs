@@ -136,12 +136,35 @@ async function restartFlow() {
     findings.events = await consistent(sessionId);
     await snap('resumed-turn');
   });
+  await step('log out', async () => {
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.waitForURL(/\/login/, { timeout: STEP });
+    // The browser's own cookies, outside the login page (whose policy allows no fetches).
+    const res = await context.request.get(new URL('/api/sessions', base).href);
+    if (res.status() !== 401) throw new Error(`after logging out the API answered ${res.status()}`);
+  });
+}
+
+/** Logs in as the test says: the one-time link `serve` printed (one click), or the token. */
+async function logIn() {
+  if (process.env.LOGIN_LINK) {
+    await page.goto(process.env.LOGIN_LINK, { waitUntil: 'load' });
+  } else {
+    await page.goto(base, { waitUntil: 'load' });
+    await page.waitForURL(/\/login/, { timeout: STEP });
+    await page.getByLabel('Token').fill(process.env.RELAY_TOKEN);
+    await page.getByRole('button', { name: 'Log in' }).click();
+  }
+  await page.getByRole('heading', { name: 'Sessions' }).waitFor({ timeout: STEP });
+  const cookies = await context.cookies();
+  const login = cookies.find((c) => c.name === 'codex_relay_login');
+  if (!login || !login.httpOnly || login.sameSite !== 'Strict') throw new Error(`no HttpOnly, SameSite=Strict login cookie: ${JSON.stringify(cookies)}`);
+  if (process.env.RELAY_TOKEN && login.value.includes(process.env.RELAY_TOKEN)) throw new Error('the cookie carries the token');
 }
 
 async function mainFlow() {
   await step('open the list', async () => {
-    await page.goto(base, { waitUntil: 'load' });
-    await page.getByRole('heading', { name: 'Sessions' }).waitFor({ timeout: STEP });
+    await logIn();
     await snap('list');
   });
 
@@ -271,6 +294,7 @@ async function mainFlow() {
 
 /** Codex 0.98 offers the plan tool: the plan appears, then is kept current where it was. */
 async function planFlow() {
+  await step('log in', logIn);
   await step('start a session', async () => {
     await page.goto(`${base}#/new`, { waitUntil: 'load' });
     await page.getByLabel('Prompt').fill('Show me the plan');

@@ -259,6 +259,16 @@ impl Driver {
         self.cmd(cmd).await
     }
 
+    /// Connects over HTTP sending `token` (one `serve` made itself, say).
+    pub async fn connect_http_with_token(&mut self, url: &str, token: &str) -> Value {
+        let mut cmd = json!({"op": "connect", "transport": "http", "url": url,
+            "headers": {"Authorization": format!("Bearer {token}")}});
+        if self.sdk == Sdk::PythonLegacy {
+            cmd["mode"] = json!("legacy");
+        }
+        self.cmd(cmd).await
+    }
+
     /// Calls a tool; the answer has `isError`, `structured`, `text`, `progress`, `ms` (or
     /// `thrown` for a protocol-level failure).
     pub async fn call(&mut self, tool: &str, args: Value) -> Value {

@@ -169,6 +169,45 @@ impl Client {
         self.send("GET", path, &[], b"").await
     }
 
+    /// POSTs `body` with `Transfer-Encoding: chunked` (no declared length), in 64 KiB chunks.
+    pub async fn post_chunked(&self, path: &str, extra: &[(&str, &str)], body: &[u8]) -> Resp {
+        let mut req = format!("POST {path} HTTP/1.1\r\nHost: {}\r\n", self.addr);
+        for (k, v) in self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(extra.iter().copied())
+        {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+        let mut stream = TcpStream::connect(&self.addr).await.expect("connect");
+        stream.write_all(req.as_bytes()).await.unwrap();
+        for chunk in body.chunks(64 * 1024) {
+            let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat();
+            // The server may answer (413) and close before the whole body is sent.
+            if stream.write_all(&framed).await.is_err() {
+                break;
+            }
+        }
+        let _ = stream.write_all(b"0\r\n\r\n").await;
+        let mut r = BufReader::new(stream);
+        let (status, headers) = read_head(&mut r).await;
+        let mut body = Vec::new();
+        if chunked(&headers) {
+            while let Some(c) = read_chunk(&mut r).await {
+                body.extend(c);
+            }
+        } else {
+            let _ = r.read_to_end(&mut body).await;
+        }
+        Resp {
+            status,
+            headers,
+            body,
+        }
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> Resp {
         self.send(
             "POST",
