@@ -19,6 +19,8 @@ use http_support::Client;
 use serde_json::json;
 
 const TURN: Duration = Duration::from_secs(120);
+/// The API key the relay logs Codex in with (the scripted model ignores it).
+const API_KEY: &str = "sk-relay-test-key-never-shown";
 
 /// The attack, as one shell script the model runs. `$1` names the run (`direct`, `escape`).
 fn attack_script(url: &str, request: &str, data_dir: &str) -> String {
@@ -39,6 +41,7 @@ try() {{
   echo "$1 mcp $(curl -s -o /dev/null -w '%{{http_code}}' -H "$h" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d '{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"x","version":"1"}}}}}}' "$U/mcp")"
 }}
 echo "relay-token-in-env:${{CODEX_RELAY_TOKEN:+yes}}"
+echo "api-key-in-env:$(env | grep -c sk-relay-test-key)"
 env | sed -n 's/^\(CODEX_RELAY_[A-Z_]*\)=.*/relay-var:\1/p'
 echo "relay-visible:$(grep -l 'codex-relay' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)"
 cands | sort -u | sed 's/^/candidate:/'
@@ -61,8 +64,18 @@ async fn a_model_run_command_cannot_approve_its_own_request_or_start_a_session()
         ],
     );
     let data_dir = bed.home.root().join("relay-data");
-    // As a deployment runs it: the token in the relay's environment.
-    let relay = HttpRelay::start(bed.args(300_000)).await;
+    // As a deployment runs it: the token in the relay's environment, and Codex logged in with
+    // an API key the relay holds in another variable.
+    let mut args = bed.args(300_000);
+    args.extend(["--listen", "127.0.0.1:0", "--api-key-env", "RELAY_TEST_KEY"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut env: Vec<(&str, String)> = ["PATH", "HOME", "TMPDIR"]
+        .into_iter()
+        .filter_map(|k| Some((k, std::env::var(k).ok()?)))
+        .collect();
+    env.push(("LOG_LEVEL", "info".into()));
+    env.push(("RELAY_TEST_KEY", API_KEY.into()));
+    let relay = HttpRelay::start_with_env(&args, &env).await;
     let c = Client::new(&relay.url);
 
     // A session waits for a human to approve a command.
@@ -164,6 +177,10 @@ async fn a_model_run_command_cannot_approve_its_own_request_or_start_a_session()
     assert!(
         !direct.contains("relay-var:CODEX_RELAY_TOKEN"),
         "the relay's variables are not passed to Codex: {direct}"
+    );
+    assert!(
+        direct.contains("api-key-in-env:0") && !direct.contains(API_KEY),
+        "the API key's variable is not passed to Codex: {direct}"
     );
     assert!(
         relay.log_text().contains("started by Codex"),
