@@ -89,8 +89,9 @@ pub struct StatusParams {
     /// what is new. Without a cursor no events are returned.
     pub cursor: Option<u64>,
     /// Wait up to this many milliseconds (at most 60000) for something new before answering:
-    /// an event after `cursor` (or, without a cursor, after the moment of the call) or a status
-    /// change. Progress notifications are sent meanwhile when the request has a progressToken.
+    /// an event after `cursor` (or, without a cursor, after what this connection was last shown
+    /// of the session) or a status change. Returns at once when no turn is running. Progress
+    /// notifications are sent meanwhile when the request has a progressToken.
     pub wait_ms: Option<u64>,
     /// What `waitMs` waits for: "change" (default: any new event or status change) or
     /// "attention" (only until no turn is running or the session waits for an answer: the turn

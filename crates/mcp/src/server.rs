@@ -43,6 +43,10 @@ pub struct RelayMcp {
     /// The level a client chose with `logging/setLevel` (2025 revisions); no log
     /// notifications until it does.
     log_level: Mutex<Option<LoggingLevel>>,
+    /// Per session, the last seq this connection has been shown (a `codex_status` answer's
+    /// `nextCursor`, or where the session was when `codex_start`/`codex_say` ran): a wait
+    /// without a cursor starts there, so what happened since is not slept through.
+    seen: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 /// Severity order of MCP log levels.
@@ -66,7 +70,23 @@ impl RelayMcp {
             relay,
             tools: Arc::new(tools::definitions()),
             log_level: Mutex::new(None),
+            seen: Mutex::default(),
         }
+    }
+
+    fn note_seen(&self, session: &str, seq: u64) {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.to_owned(), seq);
+    }
+
+    fn last_seen(&self, session: &str) -> Option<u64> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session)
+            .copied()
     }
 
     /// Sends a log notification if the client asked for this level or a lower one.
@@ -90,8 +110,22 @@ impl RelayMcp {
         let args = request.arguments.take();
         let name = request.name.as_ref();
         let out = match name {
-            tools::START => tools::start(&self.relay, parse(name, args)?).await?,
-            tools::SAY => tools::say(&self.relay, parse(name, args)?).await?,
+            tools::START => {
+                let out = tools::start(&self.relay, parse(name, args)?).await?;
+                // A new session: this caller has seen nothing of it yet.
+                if let Some(id) = out["sessionId"].as_str() {
+                    self.note_seen(id, 0);
+                }
+                out
+            }
+            tools::SAY => {
+                let p: params::SayParams = parse(name, args)?;
+                // What the turn logs from here on is new to this caller.
+                if let Ok(snap) = self.relay.status(&p.session_id) {
+                    self.note_seen(&p.session_id, snap.last_seq);
+                }
+                tools::say(&self.relay, p).await?
+            }
             tools::STATUS => return self.status(parse(name, args)?, request, context).await,
             tools::RESPOND => tools::respond(&self.relay, parse(name, args)?).await?,
             tools::INTERRUPT => tools::interrupt(&self.relay, parse(name, args)?).await?,
@@ -135,6 +169,9 @@ impl RelayMcp {
             return Ok(ask.into());
         }
         let out = tools::status(&self.relay, &p).await?;
+        if let Some(seq) = out["nextCursor"].as_u64() {
+            self.note_seen(&p.session_id, seq);
+        }
         self.watch(context, &out).await;
         Ok(complete(out))
     }
@@ -147,9 +184,10 @@ impl RelayMcp {
         }
     }
 
-    /// `waitMs`: waits until the session logs past the cursor (or, without one, past what it
-    /// had at the call) or changes status; reports progress meanwhile; stops when the client
-    /// cancels the call.
+    /// `waitMs`: returns at once when there is nothing left to wait for (no turn running), else
+    /// waits until the session logs past the cursor (or, without one, past what this caller
+    /// was last shown of it) or changes status; reports progress meanwhile; stops when the
+    /// client cancels the call.
     async fn wait(
         &self,
         p: &StatusParams,
@@ -159,9 +197,16 @@ impl RelayMcp {
             return Ok(());
         };
         let timeout = Duration::from_millis(ms).min(tools::MAX_WAIT);
+        let snap = self.relay.status(&p.session_id)?;
+        if !snap.status.is_running() {
+            // The turn ended (or none started): nothing would change but by another client.
+            return Ok(());
+        }
         let after = match p.cursor {
             Some(c) => c,
-            None => self.relay.status(&p.session_id)?.last_seq,
+            None => self
+                .last_seen(&p.session_id)
+                .map_or(snap.last_seq, |seen| seen.min(snap.last_seq)),
         };
         let token = context.meta.get_progress_token();
         let started = tokio::time::Instant::now();
