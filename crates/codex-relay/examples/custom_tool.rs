@@ -6,7 +6,7 @@
 //! cargo run -p codex-relay --example custom_tool -- "What is ticket 7 about?"
 //! ```
 //! Uses the binary's environment (`CODEX_CLI_PATH`, `CODEX_HOME`, `CODEX_RELAY_DB`, ...).
-//! The test suite runs [`example`] against a scripted model (tests/examples.rs).
+//! The test suite runs [`example`] against a scripted model (tests/all/examples.rs).
 
 use std::time::Duration;
 

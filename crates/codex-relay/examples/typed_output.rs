@@ -5,7 +5,7 @@
 //! cargo run -p codex-relay --example typed_output -- /path/to/repo
 //! ```
 //! Uses the binary's environment (`CODEX_CLI_PATH`, `CODEX_HOME`, `CODEX_RELAY_DB`, ...).
-//! The test suite runs [`example`] against a scripted model (tests/examples.rs).
+//! The test suite runs [`example`] against a scripted model (tests/all/examples.rs).
 
 use codex_relay::{Client, Error, SessionOptions};
 use serde::Deserialize;

@@ -1,5 +1,5 @@
 // A legacy `codex mcp-server` client on the official TypeScript MCP SDK, driven by the
-// differential tests (tests/legacy_mcp.rs): one JSON command per line on stdin, one JSON answer
+// differential tests (tests/all/legacy_mcp.rs): one JSON command per line on stdin, one JSON answer
 // per line on stdout. It reads `codex/event` notifications and answers `elicitation/create`
 // approvals with `{decision}` the way the mobile client of reference 000 does.
 import readline from "node:readline";

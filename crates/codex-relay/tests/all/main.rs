@@ -1,0 +1,40 @@
+//! The integration tests of codex-relay (the library, `run`, and the binary's fronts over the real Codex), as one test binary.
+//!
+//! One module per scenario file in this directory (a test's name is `<file>::<test>`, so
+//! `cargo test -p <crate> --test all <file>` runs one file); the shared helpers are modules
+//! beside them, so that a helper no test uses is dead code.
+
+mod common;
+mod http_support;
+mod legacy_support;
+mod library_support;
+
+mod browser;
+mod codex_faults;
+mod conformance;
+mod doctor;
+mod examples;
+mod fronts_auth;
+mod http_api;
+mod http_race;
+mod http_security;
+mod http_store_faults;
+mod http_subagents;
+mod legacy_mcp;
+mod library;
+mod library_questions;
+mod library_workspace;
+mod mcp_clients;
+mod mcp_contract;
+mod mcp_failures;
+mod mcp_knobs;
+mod mcp_options;
+mod mcp_rust_client;
+mod mcp_subagents;
+mod run_cli;
+mod secure_by_default;
+mod self_approval;
+mod serve_stderr_closed;
+mod slowloris;
+mod start_policy;
+mod ui_serving;

@@ -1,0 +1,25 @@
+//! The integration tests of codex-relay-core (the engine on the real Codex, the store, recovery), as one test binary.
+//!
+//! One module per scenario file in this directory (a test's name is `<file>::<test>`, so
+//! `cargo test -p <crate> --test all <file>` runs one file); the shared helpers are modules
+//! beside them, so that a helper no test uses is dead code.
+
+mod common;
+
+mod auth;
+mod crash_loop;
+mod event_kinds;
+mod failures;
+mod fuzz_answer;
+mod fuzz_mapper;
+mod pool;
+mod recovery;
+mod restarts;
+mod sessions;
+mod soak;
+mod store;
+mod store_faults;
+mod store_readonly;
+mod subagents;
+mod tools_and_limits;
+mod workspace;
