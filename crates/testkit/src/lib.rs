@@ -7,6 +7,7 @@
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
+//! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CI=true` refuses).
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
 pub mod clients;
@@ -16,6 +17,7 @@ pub mod install;
 pub mod model;
 pub mod postgres;
 pub mod procs;
+pub mod skip;
 
 pub use home::{CodexHome, HomeOptions};
 

@@ -7,17 +7,17 @@ use std::process::Command;
 
 /// The variable holding the test Postgres URL (`scripts/test` sets it after starting one).
 pub const URL_ENV: &str = "CODEX_RELAY_TEST_POSTGRES";
-/// Set to `1` to skip the Postgres variants on purpose (they print why they skipped).
+/// Set to `1` to skip the Postgres variants on purpose (each is a loud, counted skip).
 pub const SKIP_ENV: &str = "CODEX_RELAY_SKIP_POSTGRES";
 
-/// The test Postgres URL; `None` (with the reason printed) when the Postgres variants are
+/// The test Postgres URL; `None` (a [`crate::skip::skip`]) when the Postgres variants are
 /// skipped on purpose. Panics when neither is set, so a missing Postgres fails the run.
 pub fn url(test: &str) -> Option<String> {
     if let Some(url) = std::env::var(URL_ENV).ok().filter(|v| !v.trim().is_empty()) {
         return Some(url);
     }
     if std::env::var(SKIP_ENV).is_ok_and(|v| v == "1") {
-        eprintln!("skipped {test}: {SKIP_ENV}=1 and no {URL_ENV}");
+        crate::skip::skip(format_args!("{test}: {SKIP_ENV}=1 and no {URL_ENV}"));
         return None;
     }
     panic!(
@@ -37,8 +37,8 @@ pub struct Private {
 
 impl Private {
     /// initdb + `pg_ctl start -w` with the newest PostgreSQL binaries under
-    /// `/usr/lib/postgresql/*/bin` (as the `postgres` user when run as root); `None`, with the
-    /// reason printed, when there are none.
+    /// `/usr/lib/postgresql/*/bin` (as the `postgres` user when run as root); `None` (a
+    /// [`crate::skip::skip`]) when there are none.
     pub fn start() -> Option<Private> {
         let newest = std::fs::read_dir("/usr/lib/postgresql")
             .into_iter()
@@ -51,7 +51,9 @@ impl Private {
             })
             .max();
         let Some((_, bin)) = newest else {
-            eprintln!("SKIPPED: no PostgreSQL binaries under /usr/lib/postgresql/*/bin");
+            crate::skip::skip(
+                "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin for a private server",
+            );
             return None;
         };
         // SAFETY: geteuid has no preconditions.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use codex_relay_testkit::clients::{node22, npm_ci};
 use codex_relay_testkit::install::cache_root;
+use codex_relay_testkit::skip::skip;
 use codex_relay_testkit::{NEWEST, OLDEST, codex_bin};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -75,12 +76,12 @@ fn set_up(version: &str) -> Option<(PathBuf, PathBuf)> {
     let chromium = match chromium() {
         Ok(p) => p,
         Err(why) => {
-            eprintln!("SKIPPED the browser test: {why}");
+            skip(format_args!("the browser test: {why}"));
             return None;
         }
     };
     if !on_path("npm") {
-        eprintln!("SKIPPED the browser test: npm is not on PATH (playwright-core comes from npm)");
+        skip("the browser test: npm is not on PATH (playwright-core comes from npm)");
         return None;
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use codex_relay_testkit::skip::skip;
+
 fn doctor(codex: &Path, home: &Path) -> (bool, String) {
     // A store of this test's own, so the check never looks at the machine's.
     doctor_on(codex, home, &home.join("relay.db").display().to_string())
@@ -195,8 +197,8 @@ impl ReadOnly {
                 .is_ok_and(|s| s.success())
         };
         if !mount(&["--bind"]) {
-            eprintln!(
-                "SKIPPED: a read-only bind mount failed (root, but no mount here); the read-only store scenario did not run"
+            skip(
+                "a read-only bind mount failed (root, but no mount here); the read-only store scenario did not run",
             );
             return None;
         }
@@ -210,8 +212,8 @@ impl ReadOnly {
             .status()
             .is_ok_and(|s| s.success())
         {
-            eprintln!(
-                "SKIPPED: remounting the bind mount read-only failed; the read-only store scenario did not run"
+            skip(
+                "remounting the bind mount read-only failed; the read-only store scenario did not run",
             );
             return None;
         }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use crate::common::{Backend, Env, assert_contiguous};
 use codex_relay_core::{Ev, Relay, SessionStatus};
+use codex_relay_testkit::skip::skip;
 use codex_relay_testkit::{NEWEST, Reply};
 
 const LONG: Duration = Duration::from_secs(300);
@@ -42,8 +43,8 @@ impl Tmpfs {
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!(
-                "SKIPPED: mounting a size-limited tmpfs failed (needs root); the full-disk scenario did not run"
+            skip(
+                "mounting a size-limited tmpfs failed (needs root); the full-disk scenario did not run",
             );
             return None;
         }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{Backend, Env};
 use codex_relay_core::{Ev, Relay, RelayConfig, SayInput, SessionStatus};
+use codex_relay_testkit::skip::skip;
 use codex_relay_testkit::{NEWEST, Reply};
 
 const LONG: Duration = Duration::from_secs(300);
@@ -49,7 +50,7 @@ impl Ext4 {
     fn new() -> Option<Ext4> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: not root (a loop device and a mount are needed)");
+            skip("not root (a loop device and a mount are needed)");
             return None;
         }
         let mut fs = Ext4 {
@@ -65,19 +66,19 @@ impl Ext4 {
         match made {
             Ok(device) => fs.device = Some(device),
             Err(e) => {
-                eprintln!("SKIPPED: no ext4 image on a loop device ({e})");
+                skip(format_args!("no ext4 image on a loop device ({e})"));
                 return None;
             }
         }
         if let Err(e) = fs.mount() {
-            eprintln!("SKIPPED: cannot mount the ext4 image ({e})");
+            skip(format_args!("cannot mount the ext4 image ({e})"));
             return None;
         }
         if !fs.sysfs_switch().exists() {
-            eprintln!(
-                "SKIPPED: {} does not exist (this kernel cannot trigger an ext4 error)",
+            skip(format_args!(
+                "{} does not exist (this kernel cannot trigger an ext4 error)",
                 fs.sysfs_switch().display()
-            );
+            ));
             return None;
         }
         Some(fs)
