@@ -180,3 +180,294 @@ pub(crate) fn spawned_threads(
         _ => Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Weak};
+
+    use codex_relay_protocol::RequestId;
+    use codex_relay_protocol::v2::ServerRequest;
+    use serde_json::{Value, json};
+    use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+    use super::*;
+    use crate::peer::{IncomingRequest, Notification};
+    use crate::responder::Responder;
+
+    /// A notification of `thread` (or thread-less) carrying `n`, to tell events apart.
+    fn note(thread: Option<&str>, n: usize) -> PeerEvent {
+        let mut params = json!({ "n": n });
+        if let Some(t) = thread {
+            params["threadId"] = json!(t);
+        }
+        notification("test/note", params)
+    }
+
+    fn notification(method: &str, params: Value) -> PeerEvent {
+        PeerEvent::Notification(Notification {
+            notification: ServerNotification::parse(method, params),
+            raw: Arc::new(String::new()),
+        })
+    }
+
+    /// A server request of `thread`; with no peer behind it, dropping it answers nothing.
+    fn request(thread: Option<&str>) -> PeerEvent {
+        let params = thread.map_or(json!({}), |t| json!({ "threadId": t }));
+        PeerEvent::Request(IncomingRequest {
+            responder: Responder::new(
+                RequestId::Integer(7),
+                ServerRequest::parse("test/ask", params),
+                Weak::new(),
+            ),
+            raw: Arc::new(String::new()),
+        })
+    }
+
+    /// The `n` of a notification made by [`note`]; `None` for anything else.
+    fn n_of(event: &PeerEvent) -> Option<usize> {
+        match event {
+            PeerEvent::Notification(n) => match &n.notification {
+                ServerNotification::Unknown { params, .. } => {
+                    params["n"].as_u64().map(|n| n as usize)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn ns(events: impl IntoIterator<Item = PeerEvent>) -> Vec<usize> {
+        events.into_iter().filter_map(|e| n_of(&e)).collect()
+    }
+
+    fn received(rx: &mut UnboundedReceiver<PeerEvent>) -> Vec<PeerEvent> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    fn deliver(routes: &mut Routes, thread: Option<&str>, event: PeerEvent) -> &'static str {
+        match routes.deliver(thread, event) {
+            Delivery::Delivered => "delivered",
+            Delivery::Parked => "parked",
+            Delivery::Nobody(_) => "nobody",
+        }
+    }
+
+    #[test]
+    fn early_thread_events_are_parked_and_handed_over_in_order_on_subscribe() {
+        let mut routes = Routes::default();
+        for n in 0..5 {
+            assert_eq!(
+                deliver(&mut routes, Some("t1"), note(Some("t1"), n)),
+                "parked"
+            );
+        }
+        // Another thread's early events stay apart.
+        assert_eq!(
+            deliver(&mut routes, Some("t2"), note(Some("t2"), 99)),
+            "parked"
+        );
+        let (tx, mut rx) = unbounded_channel();
+        let (_, parked) = routes.add_thread("t1", tx);
+        assert_eq!(ns(parked), vec![0, 1, 2, 3, 4]);
+        // From now on events go straight to the subscriber, after what was parked.
+        assert_eq!(
+            deliver(&mut routes, Some("t1"), note(Some("t1"), 5)),
+            "delivered"
+        );
+        assert_eq!(ns(received(&mut rx)), vec![5]);
+        // What was handed over is no longer parked: a new subscriber gets nothing twice.
+        let (tx2, _rx2) = unbounded_channel();
+        assert!(routes.add_thread("t1", tx2).1.is_empty());
+        let (tx3, _rx3) = unbounded_channel();
+        assert_eq!(ns(routes.add_thread("t2", tx3).1), vec![99]);
+    }
+
+    #[test]
+    fn parking_is_bounded_per_thread_keeping_the_newest() {
+        let mut routes = Routes::default();
+        let total = PARK_PER_THREAD + 10;
+        for n in 0..total {
+            deliver(&mut routes, Some("t"), note(Some("t"), n));
+        }
+        let (tx, _rx) = unbounded_channel();
+        let kept = ns(routes.add_thread("t", tx).1);
+        assert_eq!(kept.len(), PARK_PER_THREAD);
+        assert_eq!(kept, (10..total).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn parking_is_bounded_in_threads_forgetting_the_oldest() {
+        let mut routes = Routes::default();
+        for t in 0..=PARK_THREADS {
+            let thread = format!("t{t}");
+            deliver(&mut routes, Some(&thread), note(Some(&thread), t));
+        }
+        let (tx, _rx) = unbounded_channel();
+        assert!(
+            routes.add_thread("t0", tx).1.is_empty(),
+            "the oldest thread's parked events are forgotten"
+        );
+        for t in 1..=PARK_THREADS {
+            let (tx, _rx) = unbounded_channel();
+            assert_eq!(ns(routes.add_thread(&format!("t{t}"), tx).1), vec![t]);
+        }
+        assert!(routes.parked.is_empty() && routes.parked_order.is_empty());
+    }
+
+    #[test]
+    fn a_sub_agent_goes_to_its_spawners_subscriber_at_any_depth() {
+        let mut routes = Routes::default();
+        let (tx, mut rx) = unbounded_channel();
+        let (key, _) = routes.add_thread("parent", tx);
+        // The child spoke before anyone knew it was a child: parked.
+        assert_eq!(
+            deliver(&mut routes, Some("child"), note(Some("child"), 1)),
+            "parked"
+        );
+        assert!(routes.follow("parent", "child"));
+        // Its parked events reach the parent's subscriber at once, then its live ones.
+        assert_eq!(ns(received(&mut rx)), vec![1]);
+        assert_eq!(
+            deliver(&mut routes, Some("child"), note(Some("child"), 2)),
+            "delivered"
+        );
+        // A grandchild follows the child, so it too reaches the parent's subscriber.
+        assert!(routes.follow("child", "grandchild"));
+        assert_eq!(
+            deliver(&mut routes, Some("grandchild"), note(Some("grandchild"), 3)),
+            "delivered"
+        );
+        // Its requests too (a sub-agent's approval is the session's).
+        assert_eq!(
+            deliver(&mut routes, Some("grandchild"), request(Some("grandchild"))),
+            "delivered"
+        );
+        let got = received(&mut rx);
+        assert_eq!(got.iter().filter_map(n_of).collect::<Vec<_>>(), vec![2, 3]);
+        assert!(matches!(got.last(), Some(PeerEvent::Request(_))));
+        // Following twice changes nothing; nobody receives a thread nobody subscribed to.
+        assert!(routes.follow("parent", "child"));
+        assert!(!routes.follow("stranger", "other"));
+        // Unsubscribing the spawner drops the whole family.
+        routes.remove(Some("parent"), key);
+        assert!(routes.threads.is_empty());
+        assert_eq!(
+            deliver(&mut routes, Some("child"), note(Some("child"), 4)),
+            "parked"
+        );
+    }
+
+    #[test]
+    fn thread_less_events_and_unclaimed_requests_go_to_the_default_subscriber() {
+        let mut routes = Routes::default();
+        // With no default, a thread-less event and a request are handed back (a request is
+        // then answered fail-closed by the peer); a thread's notification is parked.
+        assert_eq!(deliver(&mut routes, None, note(None, 0)), "nobody");
+        assert_eq!(
+            deliver(&mut routes, Some("t"), request(Some("t"))),
+            "nobody"
+        );
+        let (tx, mut rx) = unbounded_channel();
+        let key = routes.set_default(tx);
+        assert_eq!(deliver(&mut routes, None, note(None, 1)), "delivered");
+        // A request of a thread nobody subscribed to is not parked (it would wait forever).
+        assert_eq!(
+            deliver(&mut routes, Some("t"), request(Some("t"))),
+            "delivered"
+        );
+        assert_eq!(
+            deliver(&mut routes, Some("t"), note(Some("t"), 2)),
+            "parked"
+        );
+        let got = received(&mut rx);
+        assert_eq!(got.len(), 2);
+        assert_eq!(n_of(&got[0]), Some(1));
+        assert!(matches!(got[1], PeerEvent::Request(_)));
+        // A subscribed thread's events do not reach the default.
+        let (ttx, mut trx) = unbounded_channel();
+        routes.add_thread("t", ttx);
+        assert_eq!(
+            deliver(&mut routes, Some("t"), note(Some("t"), 3)),
+            "delivered"
+        );
+        assert_eq!(ns(received(&mut trx)), vec![3]);
+        assert!(received(&mut rx).is_empty());
+        // A stale key leaves the current default alone; the current one removes it.
+        routes.remove(None, key + 100);
+        assert!(routes.default.is_some());
+        routes.remove(None, key);
+        assert_eq!(deliver(&mut routes, None, note(None, 4)), "nobody");
+    }
+
+    #[test]
+    fn a_gone_subscriber_is_dropped_and_its_events_fall_back() {
+        let mut routes = Routes::default();
+        let (tx, rx) = unbounded_channel();
+        routes.add_thread("t", tx);
+        drop(rx);
+        // The thread's subscriber is gone: the event is parked for the next one.
+        assert_eq!(
+            deliver(&mut routes, Some("t"), note(Some("t"), 1)),
+            "parked"
+        );
+        assert!(!routes.threads.contains_key("t"));
+        let (dtx, drx) = unbounded_channel();
+        routes.set_default(dtx);
+        drop(drx);
+        assert_eq!(deliver(&mut routes, None, note(None, 2)), "nobody");
+        assert!(routes.default.is_none());
+    }
+
+    #[test]
+    fn drain_closes_each_subscription_once_and_forgets_what_was_parked() {
+        let mut routes = Routes::default();
+        let (tx, _rx) = unbounded_channel();
+        routes.add_thread("parent", tx);
+        routes.follow("parent", "child");
+        let (dtx, _drx) = unbounded_channel();
+        routes.set_default(dtx);
+        deliver(&mut routes, Some("early"), note(Some("early"), 1));
+        assert_eq!(
+            routes.drain().len(),
+            2,
+            "the parent's subscription once, and the default"
+        );
+        assert!(routes.threads.is_empty() && routes.default.is_none());
+        assert!(routes.parked.is_empty() && routes.parked_order.is_empty());
+    }
+
+    #[test]
+    fn spawned_threads_are_read_from_a_spawn_call_and_from_thread_started() {
+        let spawn = ServerNotification::parse(
+            "item/completed",
+            json!({"threadId": "parent", "turnId": "turn", "item": {
+                "type": "collabAgentToolCall", "id": "call", "tool": "spawnAgent",
+                "status": "completed", "senderThreadId": "parent",
+                "receiverThreadIds": ["child"]}}),
+        );
+        assert_eq!(spawned_threads(&spawn), vec![("parent", "child")]);
+        let other_tool = ServerNotification::parse(
+            "item/started",
+            json!({"threadId": "parent", "turnId": "turn", "item": {
+                "type": "collabAgentToolCall", "id": "call", "tool": "sendInput",
+                "status": "inProgress", "receiverThreadIds": ["child"]}}),
+        );
+        assert!(spawned_threads(&other_tool).is_empty());
+        let by_parent_field = ServerNotification::parse(
+            "thread/started",
+            json!({"thread": {"id": "child", "parentThreadId": "parent"}}),
+        );
+        assert_eq!(spawned_threads(&by_parent_field), vec![("parent", "child")]);
+        let by_source = ServerNotification::parse(
+            "thread/started",
+            json!({"thread": {"id": "grandchild", "source": {"subAgent": {"thread_spawn": {
+                "parent_thread_id": "child", "depth": 2}}}}}),
+        );
+        assert_eq!(spawned_threads(&by_source), vec![("child", "grandchild")]);
+        let own = ServerNotification::parse(
+            "thread/started",
+            json!({"thread": {"id": "top", "source": "appServer"}}),
+        );
+        assert!(spawned_threads(&own).is_empty());
+    }
+}
