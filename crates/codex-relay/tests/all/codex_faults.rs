@@ -3,26 +3,14 @@
 //! clear error from `doctor` and from the first MCP call (`codex_start`), and repeated failed
 //! starts end in the crash-loop error instead of spinning.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::common::{HttpRelay, RELAY};
+use crate::common::{GARBAGE, HttpRelay, RELAY, fake_codex as fake};
 use crate::http_support::Client;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
-
-/// A fake `codex` that reports a supported version and then runs `app_server` as its body.
-fn fake(dir: &Path, name: &str, app_server: &str, mode: u32) -> PathBuf {
-    let path = dir.join(name);
-    let script = format!(
-        "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo 'codex-cli 0.169.0'; exit 0; fi\n{app_server}\n"
-    );
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-    path
-}
 
 struct Faults {
     dir: tempfile::TempDir,
@@ -34,11 +22,10 @@ struct Faults {
 
 fn faults() -> Faults {
     let dir = tempfile::tempdir().unwrap();
-    let garbage_body = "echo 'Welcome to not-codex!'\necho '{\"id\": oops'\nexit 3";
     Faults {
         missing: dir.path().join("no-such-codex"),
         not_executable: fake(dir.path(), "codex-644", "exit 0", 0o644),
-        garbage: fake(dir.path(), "codex-garbage", garbage_body, 0o755),
+        garbage: fake(dir.path(), "codex-garbage", GARBAGE, 0o755),
         banner_then_hang: fake(
             dir.path(),
             "codex-banner",

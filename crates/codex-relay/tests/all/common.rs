@@ -322,6 +322,22 @@ impl Driver {
     }
 }
 
+/// A fake `codex` that reports a supported version and then runs `app_server` as its body.
+pub fn fake_codex(dir: &Path, name: &str, app_server: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo 'codex-cli 0.169.0'; exit 0; fi\n{app_server}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// The body of a fake `codex app-server` that prints something other than JSON-RPC and exits:
+/// every start of it fails, naming its first line (`Welcome to not-codex!`).
+pub const GARBAGE: &str = "echo 'Welcome to not-codex!'\necho '{\"id\": oops'\nexit 3";
+
 /// The scripted model and a fresh CODEX_HOME.
 pub struct Bed {
     pub model: ModelServer,

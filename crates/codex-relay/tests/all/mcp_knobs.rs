@@ -1,18 +1,45 @@
-//! Every setting in the README's table, as an environment variable, on `codex-relay serve` with
-//! the real Codex: each one takes effect (the binary, CODEX_HOME, the approval timeout checked
-//! from both sides, the session cap, the event buffer, the log level, the data directory, the
-//! store, the listen address); and with nothing set, the documented defaults apply
-//! (`codex` on PATH, `~/.codex`, `~/.local/share/codex-relay/relay.db`, `127.0.0.1:7878`, `warn`,
-//! a buffer of 1000, 32 sessions, 300000 ms).
+//! Every row of the README's settings table, on `codex-relay serve`: each setting that has an
+//! environment variable is set through it here and takes effect (seen in the `engine settings`
+//! log line, or in what the relay does); with nothing set, the documented defaults apply.
+//!
+//! Where each row is checked (a flag without a variable is checked through the flag):
+//!
+//! | row | here (from the variable) | also |
+//! |---|---|---|
+//! | `--codex` / `CODEX_CLI_PATH` | that Codex runs; default `codex` on PATH | every test passes `--codex` |
+//! | `--codex-home` / `CODEX_HOME` | Codex keeps its sessions there; default `~/.codex` | |
+//! | `--approval-timeout-ms` | declined at 2 s, both sides; default 300000 | |
+//! | `--max-sessions` | the second session is refused; default 32 | `mcp_options.rs` |
+//! | `--sessions-per-codex` | settings line; default 25 | pooling itself: core's `pool.rs` |
+//! | `--event-buffer` | settings line; default 1000 | |
+//! | `--codex-crash-limit`, `--codex-crash-window-ms` | the crash loop's count and window, and a start again once the window passed; defaults 5 and 60 s | `codex_faults.rs` (the limit) |
+//! | `--api-key-env` | settings line, the key never printed | `fronts_auth.rs` (the flag: the model gets the key) |
+//! | `--chatgpt-tokens` | settings line, the tokens never printed | `fronts_auth.rs` (the flag: read again on a 401) |
+//! | `--log-level` | debug lines at `debug`; default `warn` | |
+//! | `--data-dir`, `--db` | where the store is; defaults `~/.local/share/codex-relay/relay.db` | |
+//! | `--listen` | port 0 on loopback; default `127.0.0.1:7878` | |
+//! | `CODEX_RELAY_TOKEN` | no token: 401, the token: 200; default: made, shown once, hash kept | `secure_by_default.rs` (too short, never `--token`) |
+//! | `--token-file` | the file's token works, the other does not | `secure_by_default.rs` (the flag) |
+//! | `--no-auth` (no variable) | | `http_security.rs`, `secure_by_default.rs` |
+//! | `--max-connections` | at the cap the longest-idle connection is closed | `slowloris.rs` (the default 1024) |
+//! | `--header-timeout-ms` | half-sent headers are cut at the limit, not at the default 10 s | `slowloris.rs` (the flag) |
+//! | `--max-streams`, `--max-streams-per-caller` | 429 past a caller's share, 503 past the total | `secure_by_default.rs` (the flags) |
+//! | `--trusted-proxy` (no variable) | its `X-Forwarded-Proto: https` makes the login cookie `Secure`; not believed without it | |
+//! | `--allow-cwd`, `--max-sandbox`, `--max-approval-policy`, `--allow-config-overrides` | settings line and a refusal each | `start_policy.rs` (the flags on every front; strict beyond loopback) |
+//! | `--allow-host` (no variable) | | `http_security.rs` |
+//! | `--cors-origin` (no variable) | | `http_security.rs`, `secure_by_default.rs` |
+//! | `--max-body-bytes` / `CODEX_RELAY_MAX_BODY` | a larger body gets 413 | `secure_by_default.rs` (the flag, chunked), `http_security.rs` (the default) |
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::common::{Bed, Driver, HttpRelay, RELAY, Sdk, Transport};
-use codex_relay_testkit::{NEWEST, Reply};
+use crate::common::{Bed, Driver, GARBAGE, HttpRelay, RELAY, Sdk, Transport, fake_codex};
+use crate::http_support::{self, Client};
+use codex_relay_testkit::{NEWEST, RELAY_TEST_TOKEN, Reply};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 
 const TURN: Duration = Duration::from_secs(90);
 
@@ -61,6 +88,13 @@ async fn every_setting_from_the_environment_takes_effect() {
     let data = bed.home.root().join("data-from-env");
     let db = bed.home.root().join("db-from-env").join("store.db");
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let tokens = bed.home.root().join("chatgpt-tokens.json");
+    std::fs::write(
+        &tokens,
+        json!({"accessToken": "knob-access-secret", "chatgptAccountId": "knob-account"})
+            .to_string(),
+    )
+    .unwrap();
     let base_env = |db: Option<&Path>| {
         let mut env = vec![
             ("PATH", std::env::var("PATH").unwrap_or_default()),
@@ -73,9 +107,17 @@ async fn every_setting_from_the_environment_takes_effect() {
             ("LOG_LEVEL", "debug".into()),
             ("CODEX_RELAY_DATA_DIR", path_str(&data)),
             ("CODEX_RELAY_LISTEN", "127.0.0.1:0".into()),
+            ("CODEX_RELAY_TOKEN", RELAY_TEST_TOKEN.into()),
+            ("SESSIONS_PER_CODEX", "3".into()),
         ];
         if let Some(db) = db {
             env.push(("CODEX_RELAY_DB", path_str(db)));
+            // The credentials variables exclude each other: the tokens file on this start,
+            // the API key on the next.
+            env.push(("CODEX_RELAY_CHATGPT_TOKENS", path_str(&tokens)));
+        } else {
+            env.push(("CODEX_RELAY_API_KEY_ENV", "KNOB_API_KEY".into()));
+            env.push(("KNOB_API_KEY", "sk-knob-secret-0123456789".into()));
         }
         env
     };
@@ -87,6 +129,14 @@ async fn every_setting_from_the_environment_takes_effect() {
         !data.join("relay.db").exists(),
         "with CODEX_RELAY_DB the data directory is not used"
     );
+    // CODEX_RELAY_CHATGPT_TOKENS: where the credentials come from, never what they are.
+    let settings = settings_line(&relay.log_text());
+    let from_file = format!(
+        "credentials=ChatGPT tokens from {} (read again when Codex asks for fresh ones)",
+        tokens.display()
+    );
+    assert!(settings.contains(&from_file), "{from_file} in {settings}");
+    assert!(!relay.log_text().contains("knob-access-secret"));
     drop(relay);
 
     let relay = HttpRelay::start_with_env(&[], &base_env(None)).await;
@@ -102,9 +152,22 @@ async fn every_setting_from_the_environment_takes_effect() {
         "approval_timeout_ms=2000".into(),
         "max_sessions=1".into(),
         "event_buffer=37".into(),
+        "sessions_per_codex=3".into(),
+        "credentials=an API key from $KNOB_API_KEY".into(),
     ] {
         assert!(settings.contains(&expected), "{expected} in {settings}");
     }
+    // CODEX_RELAY_TOKEN: the token every request carries.
+    let r = Client::anonymous(&relay.url).get("/api/sessions").await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    let r = Client::new(&relay.url).get("/api/sessions").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // No --trusted-proxy: a forwarded `https` is not believed (see the HTTP settings below).
+    let cookie = login_cookie(&relay.url, RELAY_TEST_TOKEN, true).await;
+    assert!(
+        cookie.starts_with("codex_relay_login=") && !cookie.contains("Secure"),
+        "{cookie}"
+    );
 
     let mut d = Driver::spawn(Sdk::Node).await;
     d.connect(Transport::Http, &[], &relay.url).await;
@@ -171,6 +234,10 @@ async fn every_setting_from_the_environment_takes_effect() {
     assert!(
         plain(&relay.log_text()).contains("DEBUG"),
         "LOG_LEVEL=debug logs debug lines"
+    );
+    assert!(
+        !relay.log_text().contains("sk-knob-secret"),
+        "the API key is never printed"
     );
     d.close().await;
     drop(relay);
@@ -306,8 +373,270 @@ async fn with_nothing_set_the_documented_defaults_apply() {
         "approval_timeout_ms=300000".into(),
         "max_sessions=32".into(),
         "event_buffer=1000".into(),
+        "sessions_per_codex=25".into(),
+        "credentials=none".into(),
+        "start_policy=any (no limits)".into(),
     ] {
         assert!(settings.contains(&expected), "{expected} in {settings}");
     }
     stop(child).await;
+}
+
+/// Logs a browser in with `token` through the login form, as if behind a proxy that says the
+/// browser spoke HTTPS when `forwarded_https`; returns the whole `Set-Cookie` header.
+async fn login_cookie(url: &str, token: &str, forwarded_https: bool) -> String {
+    let mut headers = vec![
+        ("Content-Type", "application/x-www-form-urlencoded"),
+        ("Sec-Fetch-Site", "same-origin"),
+    ];
+    if forwarded_https {
+        headers.push(("X-Forwarded-Proto", "https"));
+    }
+    let r = Client::anonymous(url)
+        .send(
+            "POST",
+            "/login",
+            &headers,
+            format!("token={token}&next=/").as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 303, "login: {}", r.text());
+    r.header("set-cookie").expect("a login cookie").to_owned()
+}
+
+/// Whether the relay closed `conn` within `within` (end of stream or reset), reading nothing.
+async fn closed_within(conn: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 256];
+    loop {
+        match tokio::time::timeout(within, conn.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            // A response (408, 503) before the close: keep reading until it closes.
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+/// The HTTP front's settings and the start policy, each from its environment variable (and
+/// `--trusted-proxy`, which has none): the token file, the connection cap, the header
+/// timeout, the stream caps, the body limit, a trusted proxy, and the four start limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_http_and_policy_setting_from_the_environment_takes_effect() {
+    let bed = Bed::start(NEWEST).await;
+    let ws = bed.home.workspace().to_path_buf();
+    let token_file = bed.home.root().join("token");
+    let file_token = "knob-token-from-a-file-0123456789";
+    std::fs::write(&token_file, format!("{file_token}\n")).unwrap();
+    let env = vec![
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", path_str(bed.home.root())),
+        ("CODEX_CLI_PATH", path_str(&bed.codex)),
+        ("CODEX_HOME", path_str(bed.home.path())),
+        (
+            "CODEX_RELAY_DATA_DIR",
+            path_str(&bed.home.root().join("data")),
+        ),
+        ("CODEX_RELAY_LISTEN", "127.0.0.1:0".into()),
+        ("LOG_LEVEL", "info".into()),
+        // Empty is not set: the token comes from the file only.
+        ("CODEX_RELAY_TOKEN", String::new()),
+        ("CODEX_RELAY_TOKEN_FILE", path_str(&token_file)),
+        ("CODEX_RELAY_MAX_CONNECTIONS", "6".into()),
+        ("CODEX_RELAY_HEADER_TIMEOUT_MS", "6000".into()),
+        ("CODEX_RELAY_MAX_STREAMS", "2".into()),
+        ("CODEX_RELAY_MAX_STREAMS_PER_CALLER", "1".into()),
+        ("CODEX_RELAY_MAX_BODY", "4096".into()),
+        ("CODEX_RELAY_ALLOW_CWD", path_str(&ws)),
+        ("CODEX_RELAY_MAX_SANDBOX", "read-only".into()),
+        ("CODEX_RELAY_MAX_APPROVAL_POLICY", "untrusted".into()),
+        ("CODEX_RELAY_ALLOW_CONFIG_OVERRIDES", "no".into()),
+    ];
+    let relay = HttpRelay::start_with_env(&["--trusted-proxy", "127.0.0.1"], &env).await;
+    let addr = relay
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+
+    // CODEX_RELAY_MAX_CONNECTIONS=6: the seventh connection closes the longest-idle one (the
+    // first, idle longest by far), well before the header timeout; the others stay open.
+    let mut conns = Vec::new();
+    for i in 0..7 {
+        conns.push(TcpStream::connect(&addr).await.unwrap());
+        if i == 0 || i == 5 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    assert!(
+        closed_within(&mut conns[0], Duration::from_secs(3)).await,
+        "the longest-idle connection made room"
+    );
+    for (i, conn) in conns.iter_mut().enumerate().skip(1) {
+        assert!(
+            !closed_within(conn, Duration::from_millis(100)).await,
+            "connection {i} stays open"
+        );
+    }
+    drop(conns);
+
+    // CODEX_RELAY_HEADER_TIMEOUT_MS=6000: headers that never end are cut after 6 s, not 10 s.
+    let mut slow = TcpStream::connect(&addr).await.unwrap();
+    let started = Instant::now();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    assert!(closed_within(&mut slow, Duration::from_secs(20)).await);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(5500) && took < Duration::from_millis(9500),
+        "half-sent headers were cut after {took:?}"
+    );
+
+    // CODEX_RELAY_TOKEN_FILE: the file's first line is the token; no other is.
+    let bearer =
+        Client::anonymous(&relay.url).with_header("Authorization", &format!("Bearer {file_token}"));
+    let r = bearer.get("/api/sessions").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = Client::new(&relay.url).get("/api/sessions").await;
+    assert_eq!(r.status, 401, "the tests' usual token is not this relay's");
+
+    // CODEX_RELAY_MAX_BODY=4096: a larger body is refused before it is read.
+    let big = json!({"prompt": "x".repeat(8192), "cwd": ws});
+    let r = bearer.post("/api/sessions", &big).await;
+    assert_eq!(r.status, 413, "{}", r.text());
+
+    // The start policy: in the settings line, and each limit refused.
+    let settings = settings_line(&relay.log_text());
+    let policy = format!(
+        "start_policy=cwd under {}; sandbox up to ReadOnly; approval policy up to untrusted; config overrides refused",
+        ws.display()
+    );
+    assert!(settings.contains(&policy), "{policy} in {settings}");
+    for (body, says) in [
+        (json!({"prompt": "p", "cwd": bed.home.root()}), "outside"),
+        (
+            json!({"prompt": "p", "cwd": ws, "sandbox": "workspace-write"}),
+            "workspace-write",
+        ),
+        (
+            json!({"prompt": "p", "cwd": ws, "sandbox": "read-only", "approvalPolicy": "on-request"}),
+            "on-request",
+        ),
+        (
+            json!({"prompt": "p", "cwd": ws, "sandbox": "read-only", "config": {"model_reasoning_effort": "low"}}),
+            "config overrides",
+        ),
+    ] {
+        let r = bearer.post("/api/sessions", &body).await;
+        assert_eq!(r.status, 403, "{body}: {}", r.text());
+        assert_eq!(r.json()["error"]["code"], "forbidden_option", "{body}");
+        assert!(r.text().contains(says), "{body}: {}", r.text());
+    }
+
+    // --trusted-proxy 127.0.0.1: its X-Forwarded-Proto is believed, so the cookie is Secure.
+    let cookie = login_cookie(&relay.url, file_token, true).await;
+    assert!(
+        cookie.starts_with("__Host-codex_relay_login=") && cookie.contains("; Secure"),
+        "{cookie}"
+    );
+
+    // CODEX_RELAY_MAX_STREAMS_PER_CALLER=1 and CODEX_RELAY_MAX_STREAMS=2.
+    let _a = bearer.stream("/api/stream", &[]).await;
+    let (status, _) = bearer.try_stream("/api/stream", &[]).await;
+    assert_eq!(status, 429, "past the caller's share");
+    let first = http_support::login(&relay.url, file_token).await;
+    let _b = Client::anonymous(&relay.url)
+        .with_header("Cookie", &first)
+        .stream("/api/stream", &[])
+        .await;
+    let second = http_support::login(&relay.url, file_token).await;
+    let (status, _) = Client::anonymous(&relay.url)
+        .with_header("Cookie", &second)
+        .try_stream("/api/stream", &[])
+        .await;
+    assert_eq!(status, 503, "past the total");
+    relay.stop().await;
+}
+
+/// `/healthz`'s Codex detail after one more call that needs Codex.
+async fn codex_health(c: &Client) -> String {
+    c.get("/healthz").await.json()["codex"]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// CODEX_CRASH_LIMIT and CODEX_CRASH_WINDOW_MS, on a Codex whose every start fails: the loop
+/// is declared after that many failures, says the window, and once the window has passed one
+/// more start is tried; with neither set, 5 failures within 60 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_crash_settings_from_the_environment_take_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = fake_codex(dir.path(), "codex-garbage", GARBAGE, 0o755);
+    let serve = |name: &str, extra: &[(&'static str, &str)]| {
+        let mut env = vec![
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", path_str(dir.path())),
+            ("CODEX_CLI_PATH", path_str(&garbage)),
+            ("CODEX_HOME", path_str(dir.path())),
+            ("CODEX_RELAY_DB", path_str(&dir.path().join(name))),
+            ("CODEX_RELAY_LISTEN", "127.0.0.1:0".into()),
+        ];
+        env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        async move { HttpRelay::start_with_env(&[], &env).await }
+    };
+    let looped = |detail: &str, crashes: u32, window: &str| {
+        detail.contains("stopped restarting")
+            && detail.contains(&format!("{crashes} times within {window}"))
+            && detail.contains("Welcome to not-codex!")
+    };
+
+    let set = serve(
+        "set.db",
+        &[
+            ("CODEX_CRASH_LIMIT", "2"),
+            ("CODEX_CRASH_WINDOW_MS", "3000"),
+        ],
+    )
+    .await;
+    let limit_only = serve("limit.db", &[("CODEX_CRASH_LIMIT", "2")]).await;
+    for relay in [&set, &limit_only] {
+        let c = Client::new(&relay.url);
+        for _ in 0..2 {
+            let detail = codex_health(&c).await;
+            assert!(
+                detail.contains("Welcome to not-codex!") && !detail.contains("stopped restarting"),
+                "a failed start: {detail}"
+            );
+        }
+    }
+    let (c_set, c_limit) = (Client::new(&set.url), Client::new(&limit_only.url));
+    let detail = codex_health(&c_set).await;
+    assert!(looped(&detail, 2, "3s"), "{detail}");
+    let detail = codex_health(&c_limit).await;
+    assert!(looped(&detail, 2, "60s"), "{detail}");
+    // Past the 3 s window one more start is tried (and fails again); the default window of
+    // 60 s still refuses.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let detail = codex_health(&c_set).await;
+    assert!(
+        detail.contains("Welcome to not-codex!") && !detail.contains("stopped restarting"),
+        "a start again after the window: {detail}"
+    );
+    let detail = codex_health(&c_limit).await;
+    assert!(looped(&detail, 2, "60s"), "{detail}");
+    drop((set, limit_only));
+
+    // Neither set: the loop is declared after 5 failed starts within 60 s.
+    let defaults = serve("defaults.db", &[]).await;
+    let c = Client::new(&defaults.url);
+    for n in 1..=5 {
+        let detail = codex_health(&c).await;
+        assert!(
+            !detail.contains("stopped restarting"),
+            "start {n}: {detail}"
+        );
+    }
+    let detail = codex_health(&c).await;
+    assert!(looped(&detail, 5, "60s"), "{detail}");
 }
