@@ -2,7 +2,9 @@
 //! scenarios on the official Node MCP SDK, run against (a) `codex mcp-server` of Codex 0.98,
 //! (b) `codex-relay mcp-server` on 0.98 and (c) on 0.169, all with the scripted model. What a
 //! client sees is compared with ids, times and paths normalized; every accepted difference is
-//! listed here with its reason. Also: reference 000's flow end to end, a client without
+//! listed with its reason in `legacy_support::ACCEPTED`, which names the target, the scenario
+//! and the part of it, and undoes exactly that difference on the relay's side before the rest
+//! is compared. Also: reference 000's flow end to end, a client without
 //! elicitation, and a client that disconnects mid-approval.
 
 use crate::common;
@@ -392,34 +394,6 @@ async fn run(target: Target) -> Transcript {
     t
 }
 
-/// Differences between the legacy server and codex-relay that are accepted, with the reason.
-fn accept(target: Target, key: &str, legacy: &Value, other: &Value) -> Option<&'static str> {
-    let _ = other;
-    match (target, key) {
-        (Target::Relay(_), "abort") => Some(
-            "the legacy server never answers a call whose turn was aborted by the `abort` decision \
-             (the client hangs until its own timeout); codex-relay answers it as an error result",
-        ),
-        (
-            Target::Relay("0.169.0"),
-            "approved" | "approved_for_session" | "denied" | "reference 000",
-        ) => Some(
-            "Codex 0.169 starts the command item (exec_command_begin) before it asks for approval; \
-             0.98 asks first. Codex changed, not the relay",
-        ),
-        (Target::Relay(_), "cancelled") if legacy["next"]["thrown"] == true => Some(
-            "after a call cancelled with notifications/cancelled, the legacy server (driven by the \
-             Node SDK) ran the next codex-reply's turn to task_complete but never answered that \
-             call; codex-relay answers it with {threadId, content}",
-        ),
-        (Target::Relay("0.169.0"), "patch") => Some(
-            "Codex 0.169 offers no apply_patch tool to the scripted provider, so there is no patch \
-             to approve on 0.169 (Codex changed); the patch scenario runs on 0.98",
-        ),
-        _ => None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_relay_shows_clients_what_the_legacy_server_showed() {
     let (legacy, old, new) = tokio::join!(
@@ -434,19 +408,21 @@ async fn the_relay_shows_clients_what_the_legacy_server_showed() {
     ] {
         for (key, want) in &legacy {
             let got = t.get(key).unwrap_or(&Value::Null);
-            if got == want {
-                continue;
+            match legacy_support::compare(target, key, want, got) {
+                Ok(accepted) => {
+                    for why in accepted {
+                        eprintln!("accepted difference ({}, {key}): {why}", target.name());
+                    }
+                }
+                Err(unexplained_here) => unexplained.push(unexplained_here),
             }
-            match accept(target, key, want, got) {
-                Some(why) => eprintln!(
-                    "accepted difference ({}, {key}): {why}\n  legacy: {want}\n  relay:  {got}",
-                    target.name()
-                ),
-                None => unexplained.push(format!(
-                    "{} / {key}:\n  legacy: {want}\n  relay:  {got}",
-                    target.name()
-                )),
-            }
+        }
+        // Nothing the relay shows is left out of the comparison.
+        for key in t.keys().filter(|k| !legacy.contains_key(*k)) {
+            unexplained.push(format!(
+                "{} / {key}: not shown by the legacy server",
+                target.name()
+            ));
         }
     }
     assert!(

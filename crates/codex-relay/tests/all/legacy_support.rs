@@ -214,3 +214,135 @@ pub async fn kill_leftovers(bed: &Bed) {
         }
     }
 }
+
+/// One accepted difference between what the legacy server showed and what codex-relay shows:
+/// where it is (target, scenario, the parts of the scenario's transcript), why, and what
+/// exactly the relay shows there instead.
+pub struct Accepted {
+    pub why: &'static str,
+    pub applies: fn(Target, &str) -> bool,
+    /// JSON pointers into the scenario's transcript ("" is the whole scenario).
+    pub parts: &'static [&'static str],
+    /// Given the legacy server's and the relay's value of a part that differ: the relay's value
+    /// with this difference undone, when the relay shows exactly this difference; `None` when
+    /// it shows something else (then nothing is accepted).
+    pub undo: fn(legacy: &Value, relay: &Value) -> Option<Value>,
+}
+
+fn relay_on_0_169(target: Target, _: &str) -> bool {
+    target == Target::Relay("0.169.0")
+}
+
+/// The event lists of a scenario's calls that asked for a command approval.
+const APPROVAL_EVENTS: &[&str] = &["/events", "/first/events", "/first"];
+
+/// Every accepted difference, with its reason (docs/LEGACY.md lists them too). Everything not
+/// undone by one of these must be equal.
+pub const ACCEPTED: &[Accepted] = &[
+    Accepted {
+        why: "the legacy server never answers a call whose turn was aborted by the `abort` \
+              decision (the client gives up at its own timeout); codex-relay answers it as an \
+              error result saying the turn was aborted",
+        applies: |target, key| matches!(target, Target::Relay(_)) && key == "abort",
+        parts: &["/result"],
+        undo: |legacy, relay| {
+            let aborted = relay["isError"] == true
+                && relay["structured"]["content"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("aborted"))
+                && relay["text"] == relay["structured"]["content"];
+            (*legacy == json!({"thrown": true}) && aborted).then(|| legacy.clone())
+        },
+    },
+    Accepted {
+        why: "Codex 0.169 starts the command item before it asks for approval, so \
+              `exec_command_begin` comes just before `exec_approval_request`; 0.98 asks first. \
+              Codex changed, not the relay",
+        applies: relay_on_0_169,
+        parts: APPROVAL_EVENTS,
+        undo: |_, relay| {
+            let mut events = relay.as_array()?.clone();
+            let mut swapped = false;
+            let mut i = 0;
+            while i + 1 < events.len() {
+                if events[i] == "exec_command_begin" && events[i + 1] == "exec_approval_request" {
+                    events.swap(i, i + 1);
+                    swapped = true;
+                    i += 1;
+                }
+                i += 1;
+            }
+            swapped.then_some(Value::Array(events))
+        },
+    },
+    Accepted {
+        why: "a command denied or aborted on Codex 0.169 was already started (above), so its \
+              item also ends (declined): `exec_command_begin` and `exec_command_end` follow \
+              the approval request where 0.98, which never started it, sends neither",
+        applies: |target, key| relay_on_0_169(target, key) && matches!(key, "denied" | "abort"),
+        parts: &["/events"],
+        undo: |_, relay| {
+            let mut events = relay.as_array()?.clone();
+            let at = events.windows(3).position(|w| {
+                w[0] == "exec_approval_request"
+                    && w[1] == "exec_command_begin"
+                    && w[2] == "exec_command_end"
+            })?;
+            events.drain(at + 1..at + 3);
+            Some(Value::Array(events))
+        },
+    },
+    Accepted {
+        why: "Codex 0.169 offers no apply_patch tool to the scripted provider, so there is no \
+              patch to approve on 0.169 (Codex changed); the patch scenario runs on 0.98 only",
+        applies: |target, key| relay_on_0_169(target, key) && key == "patch",
+        parts: &[""],
+        undo: |legacy, relay| relay.is_null().then(|| legacy.clone()),
+    },
+    Accepted {
+        why: "after a call cancelled with notifications/cancelled, the legacy server (driven by \
+              the Node SDK) ran the next codex-reply's turn to task_complete but did not always \
+              answer that call; codex-relay answers it with {threadId, content}",
+        applies: |target, key| matches!(target, Target::Relay(_)) && key == "cancelled",
+        parts: &["/next"],
+        undo: |legacy, relay| {
+            let answered =
+                relay["isError"] == false && relay["structured"]["content"] == "after cancel";
+            (*legacy == json!({"thrown": true}) && answered).then(|| legacy.clone())
+        },
+    },
+];
+
+/// Compares one scenario: the relay's transcript with every accepted difference that it shows
+/// undone must equal the legacy server's. `Ok` holds the reasons of the differences accepted.
+pub fn compare(
+    target: Target,
+    key: &str,
+    legacy: &Value,
+    relay: &Value,
+) -> Result<Vec<&'static str>, String> {
+    let mut relay = relay.clone();
+    let mut accepted = Vec::new();
+    for a in ACCEPTED.iter().filter(|a| (a.applies)(target, key)) {
+        for part in a.parts {
+            let (Some(want), Some(got)) = (legacy.pointer(part), relay.pointer(part)) else {
+                continue;
+            };
+            if want == got {
+                continue;
+            }
+            if let Some(undone) = (a.undo)(want, got) {
+                *relay.pointer_mut(part).expect("the part exists") = undone;
+                accepted.push(a.why);
+            }
+        }
+    }
+    if relay == *legacy {
+        Ok(accepted)
+    } else {
+        Err(format!(
+            "{} / {key}:\n  legacy: {legacy}\n  relay (accepted differences undone): {relay}",
+            target.name()
+        ))
+    }
+}
