@@ -241,9 +241,9 @@ async fn on_deadline(
                 Some(s) => {
                     // Codex 0.169's sandbox helper runs commands in a session of its own,
                     // outside the group: the whole tree goes.
-                    let tree = codex_relay_codex::platform::tree::descendants(s.pid());
-                    s.process().signal_group(libc::SIGKILL);
-                    codex_relay_codex::platform::tree::kill_all(&tree);
+                    use codex_relay_codex::platform::tree;
+                    let procs = tree::descendants(s.pid());
+                    tree::stop(s.pid(), None, &procs, tree::STOP_GRACE);
                 }
                 None => ctx.relay.shutdown().await,
             }
