@@ -76,7 +76,7 @@ impl PendingView {
 }
 
 /// How a pending request ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Resolution {
     pub id: String,

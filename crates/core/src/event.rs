@@ -195,6 +195,23 @@ impl Ev {
     }
 }
 
+/// The `request-opened` event for a pending request.
+pub fn request_opened(view: &crate::broker::PendingView) -> Ev {
+    Ev::RequestOpened {
+        request: serde_json::to_value(view).unwrap_or(Value::Null),
+    }
+}
+
+/// The `request-resolved` event for a resolution.
+pub fn request_resolved(r: &crate::broker::Resolution) -> Ev {
+    Ev::RequestResolved {
+        id: r.id.clone(),
+        decision: r.decision.clone(),
+        by: r.by.clone(),
+        reason: r.reason.clone(),
+    }
+}
+
 /// Live-only streaming text: not stored and not numbered; the completed item that follows is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Delta {

@@ -38,6 +38,8 @@ pub mod store;
 mod store_notice;
 mod tool;
 pub mod views;
+#[cfg(test)]
+mod wire_snapshots;
 pub mod workspace;
 
 pub use broker::{PendingView, Resolution};

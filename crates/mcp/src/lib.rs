@@ -16,6 +16,8 @@ pub mod params;
 pub mod server;
 pub mod tools;
 pub mod view;
+#[cfg(test)]
+mod wire_snapshots;
 
 use std::sync::Arc;
 

@@ -7,10 +7,12 @@
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
+//! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
 pub mod clients;
 pub mod exec;
+pub mod fixtures;
 pub mod home;
 pub mod install;
 pub mod model;
