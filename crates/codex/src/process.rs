@@ -296,16 +296,17 @@ async fn reap(
         }
     };
     tracing::debug!(pid, %info, "codex process exited");
-    // Whatever the leader left behind (a running command, a sandbox helper, a shell in a
-    // session of its own) goes with it: asked first, killed after a short grace.
+    // The exit is known at once (callers report it); what the leader left behind (a running
+    // command, a sandbox helper, a shell in a session of its own) goes with it: asked first,
+    // killed after a short grace.
     let left = tree::stop(pid, Some(&marker), &[], tree::STOP_GRACE);
+    let _ = tx.send(Some(info));
     if left.any_left() {
         tokio::time::sleep(tree::STOP_GRACE).await;
         left.kill_now();
     }
     // The watchdog goes only once the tree has.
     drop(watchdog);
-    let _ = tx.send(Some(info));
 }
 
 #[cfg(test)]

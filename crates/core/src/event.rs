@@ -137,13 +137,13 @@ pub enum Ev {
     // --- codex-relay extensions (docs/EVENTS.md) ---
     /// Codex asked something (an approval, a question, a tool call); see [`crate::broker`].
     RequestOpened {
-        request: Value,
+        request: Box<crate::pending::PendingView>,
     },
     /// A pending request was answered: by a front, by its timeout, or because Codex went away.
     RequestResolved {
         id: String,
-        decision: String,
-        by: String,
+        decision: crate::answer::Decision,
+        by: crate::views::ResolvedBy,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
@@ -196,9 +196,9 @@ impl Ev {
 }
 
 /// The `request-opened` event for a pending request.
-pub fn request_opened(view: &crate::broker::PendingView) -> Ev {
+pub fn request_opened(view: &crate::pending::PendingView) -> Ev {
     Ev::RequestOpened {
-        request: serde_json::to_value(view).unwrap_or(Value::Null),
+        request: Box::new(view.clone()),
     }
 }
 

@@ -23,13 +23,9 @@ fn pending_requests_and_their_envelopes_keep_their_json() {
     for fixture in codex_relay_testkit::fixtures::pending() {
         let id = fixture["id"].as_str().unwrap().to_owned();
         let view: PendingView = serde_json::from_value(fixture).expect("stored rows load");
-        insta::assert_json_snapshot!(
-            format!("pending_{id}"),
-            json(&view));
+        insta::assert_json_snapshot!(format!("pending_{id}"), json(&view));
         let opened = envelope(7, crate::event::request_opened(&view));
-        insta::assert_json_snapshot!(
-            format!("opened_{id}"),
-            json(&opened));
+        insta::assert_json_snapshot!(format!("opened_{id}"), json(&opened));
     }
 }
 
@@ -40,13 +36,9 @@ fn resolutions_and_their_envelopes_keep_their_json() {
         .enumerate()
     {
         let r: Resolution = serde_json::from_value(fixture).expect("resolutions load");
-        insta::assert_json_snapshot!(
-            format!("resolution_{i}"),
-            json(&r));
+        insta::assert_json_snapshot!(format!("resolution_{i}"), json(&r));
         let resolved = envelope(8, crate::event::request_resolved(&r));
-        insta::assert_json_snapshot!(
-            format!("resolved_{i}"),
-            json(&resolved));
+        insta::assert_json_snapshot!(format!("resolved_{i}"), json(&resolved));
     }
 }
 

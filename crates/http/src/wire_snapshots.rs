@@ -10,7 +10,8 @@ fn reference_events_keep_their_json() {
         let p: PendingView = serde_json::from_value(f).expect("stored rows load");
         insta::assert_json_snapshot!(
             format!("compat_event_{}", p.id),
-            json(&crate::permission::compat_event(&p)));
+            json(&crate::permission::compat_event(&p))
+        );
     }
 }
 

@@ -10,7 +10,8 @@ fn approvals_keep_their_legacy_json() {
         let p: PendingView = serde_json::from_value(f).expect("stored rows load");
         insta::assert_json_snapshot!(
             format!("elicitation_{}", p.id),
-            json(&crate::approval::elicitation_params(&p, "thread-1", "7")));
+            json(&crate::approval::elicitation_params(&p, "thread-1", "7"))
+        );
         let env = Envelope {
             id: "s1:7".into(),
             seq: 7,
@@ -23,9 +24,7 @@ fn approvals_keep_their_legacy_json() {
         };
         let mut t = crate::events::Translator::default();
         let out = t.event(&env);
-        insta::assert_json_snapshot!(
-            format!("codex_event_{}", p.id),
-            json(&out.msgs));
+        insta::assert_json_snapshot!(format!("codex_event_{}", p.id), json(&out.msgs));
         assert_eq!(out.request.map(|r| r.id), Some(p.id.clone()));
         let _ = Ev::TurnStart {};
     }

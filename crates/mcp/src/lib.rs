@@ -18,6 +18,7 @@ pub mod tools;
 pub mod view;
 #[cfg(test)]
 mod wire_snapshots;
+pub mod words;
 
 use std::sync::Arc;
 

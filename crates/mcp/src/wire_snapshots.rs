@@ -17,11 +17,13 @@ fn pending_questions_keep_their_json() {
     for p in &views {
         insta::assert_json_snapshot!(
             format!("pending_question_{}", p.id),
-            json(&crate::view::pending_question(std::slice::from_ref(p))));
+            json(&crate::view::pending_question(std::slice::from_ref(p)))
+        );
     }
     insta::assert_json_snapshot!(
-            "pending_question_all",
-            json(&crate::view::pending_question(&views)));
+        "pending_question_all",
+        json(&crate::view::pending_question(&views))
+    );
 }
 
 #[test]
@@ -29,9 +31,7 @@ fn elicitation_forms_keep_their_json() {
     for p in views() {
         let form = crate::elicit::Form::for_request(&p)
             .map(|f| serde_json::json!({"message": f.message, "schema": f.schema}));
-        insta::assert_json_snapshot!(
-            format!("form_{}", p.id),
-            json(&form));
+        insta::assert_json_snapshot!(format!("form_{}", p.id), json(&form));
     }
 }
 
