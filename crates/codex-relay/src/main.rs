@@ -55,8 +55,22 @@ enum Command {
     Run(Box<cli_run::RunArgs>),
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the tokio runtime");
+    let code = runtime.block_on(run_command());
+    // What may still run on the blocking pool is a read that only input or EOF ends: stdin
+    // when it is not a pipe (`mcp` on a terminal, or with stdout to a file) or `run --approve
+    // ask`'s question on /dev/tty. Dropping the runtime would wait for it, so after SIGINT or
+    // SIGTERM the process lived on until the next keystroke. Everything else is done by now
+    // (the engine shut down and the store flushed inside `run_command`).
+    runtime.shutdown_background();
+    code
+}
+
+async fn run_command() -> std::process::ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
