@@ -63,7 +63,8 @@ function relayBinary() {
       `(${manifest.optionalDependencies[platformPackage]}), and it is not installed.`,
       "npm leaves optional packages out with --omit=optional (or --no-optional), or when their",
       `download failed: install again without that (npx -y codex-relay@${manifest.version},`,
-      `npm install codex-relay@${manifest.version}).`,
+      `npm install codex-relay@${manifest.version}). npm also skips it on a Linux without glibc`,
+      "(musl, as on Alpine): the Linux binaries are built for glibc.",
       ...fromSourceAdvice(),
     ]);
   }
