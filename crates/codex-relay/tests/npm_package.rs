@@ -6,9 +6,11 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use codex_relay_testkit::{CodexHome, ModelServer, NEWEST, Reply, procs};
-use rmcp::model::CallToolRequestParams;
-use rmcp::{RoleClient, ServiceExt};
+use common::{rmcp_call, rmcp_until_done};
+use rmcp::ServiceExt;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
@@ -335,18 +337,6 @@ fn signal(pid: u32, sig: i32) {
     }
 }
 
-async fn call(
-    client: &rmcp::service::RunningService<RoleClient, ()>,
-    tool: &str,
-    args: Value,
-) -> Value {
-    let params = CallToolRequestParams::new(tool.to_owned())
-        .with_arguments(args.as_object().cloned().unwrap());
-    let result = client.call_tool(params).await.expect("tools/call");
-    assert_ne!(result.is_error, Some(true), "{tool}: {:?}", result.content);
-    result.structured_content.expect("structured content")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_runs_a_turn_through_the_launcher_and_sigterm_leaves_nothing() {
     let it = installed();
@@ -362,26 +352,14 @@ async fn an_mcp_client_runs_a_turn_through_the_launcher_and_sigterm_leaves_nothi
     let launcher = child.id().unwrap();
     let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
     let client = ().serve(io).await.expect("MCP initialize through the launcher");
-    let started = call(
+    let started = rmcp_call(
         &client,
         "codex_start",
         json!({"prompt": "say hello", "workingDirectory": bed.home.workspace()}),
     )
     .await;
     let id = started["sessionId"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let done = loop {
-        let s = call(
-            &client,
-            "codex_status",
-            json!({"sessionId": id, "waitMs": 10000, "until": "attention", "cursor": 0}),
-        )
-        .await;
-        if s["status"] == "done" {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no end: {s}");
-    };
+    let done = rmcp_until_done(&client, &id).await;
     assert_eq!(done["result"], "hello through npm", "{done}");
 
     // Running now: the launcher, the relay binary from the platform package (told to use the
