@@ -128,15 +128,15 @@ impl ApprovalRequest {
             cwd: None,
             diff: None,
             reason: None,
-            details: view.details.clone(),
+            details: serde_json::to_value(&view.details).unwrap_or_default(),
         };
         if is_mcp_tool_approval(view) {
+            let message = match &view.details {
+                PendingDetails::Elicitation { params } => params.get("message"),
+                _ => None,
+            };
             return Some(ApprovalRequest {
-                reason: view
-                    .details
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
+                reason: message.and_then(Value::as_str).map(str::to_owned),
                 ..base(ApprovalKind::McpToolCall)
             });
         }
@@ -148,7 +148,7 @@ impl ApprovalRequest {
         ) {
             return None;
         }
-        Some(match PendingDetails::of(view) {
+        Some(match view.details.clone() {
             PendingDetails::CommandApproval {
                 command,
                 cwd,
@@ -187,11 +187,8 @@ impl ApprovalRequest {
 /// An MCP elicitation that is really Codex asking to call an MCP tool (0.169:
 /// `_meta.codex_approval_kind`), which the approval policy answers, not the questions policy.
 pub(crate) fn is_mcp_tool_approval(view: &PendingView) -> bool {
-    view.kind == PendingKind::Elicitation
-        && view
-            .details
-            .pointer("/_meta/codex_approval_kind")
-            .is_some_and(|k| !k.is_null())
+    matches!(&view.details, PendingDetails::Elicitation { params }
+        if params.get("_meta").and_then(|m| m.get("codex_approval_kind")).is_some_and(|k| !k.is_null()))
 }
 
 /// Your answer to an [`ApprovalRequest`].
@@ -216,13 +213,17 @@ impl ApprovalDecision {
         }
     }
 
-    /// The relay's answer text (`approve`, `approve for session`, `deny: reason`).
-    pub(crate) fn answer(&self) -> String {
+    /// The engine's answer.
+    pub(crate) fn answer(&self) -> codex_relay_core::Answer {
+        use codex_relay_core::{Answer, Scope};
         match self {
-            ApprovalDecision::Approve => "approve".into(),
-            ApprovalDecision::ApproveForSession => "approve for session".into(),
-            ApprovalDecision::Deny { reason: None } => "deny".into(),
-            ApprovalDecision::Deny { reason: Some(r) } => format!("deny: {r}"),
+            ApprovalDecision::Approve => Answer::Approve { scope: Scope::Once },
+            ApprovalDecision::ApproveForSession => Answer::Approve {
+                scope: Scope::Session,
+            },
+            ApprovalDecision::Deny { reason } => Answer::Deny {
+                reason: reason.clone(),
+            },
         }
     }
 }

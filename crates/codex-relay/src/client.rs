@@ -423,7 +423,13 @@ impl Client {
             .flat_map(|s| codex_relay_codex::platform::tree::descendants(s.pid()))
             .collect();
         self.relay.shutdown().await;
-        codex_relay_codex::platform::tree::kill_all(&left);
+        // What outlived its app-server: asked to stop, killed after a short grace.
+        use codex_relay_codex::platform::tree;
+        let left = tree::stop(0, None, &left, tree::STOP_GRACE);
+        if left.any_left() {
+            tokio::time::sleep(tree::STOP_GRACE).await;
+            left.kill_now();
+        }
     }
 }
 

@@ -54,6 +54,33 @@ fn cache_dir() -> PathBuf {
     base.join("codex-relay").join("demo")
 }
 
+/// What Codex knows of the demo model (`model_catalog_json`, read by Codex 0.169; older ones
+/// ignore the key): without it every session's timeline starts with Codex's warning that
+/// `codex-relay-demo` is unknown and fallback metadata is used. The shell tool is
+/// `exec_command` (unified exec), as the script expects, and patches go through it.
+const MODEL_CATALOG: &str = r#"{"models": [{
+  "slug": "codex-relay-demo",
+  "display_name": "codex-relay demo (scripted)",
+  "description": "A scripted model built into codex-relay: no account, no network.",
+  "default_reasoning_level": "medium",
+  "supported_reasoning_levels": [{"effort": "medium", "description": "The script does not think harder."}],
+  "shell_type": "unified_exec",
+  "visibility": "list",
+  "supported_in_api": true,
+  "priority": 1,
+  "upgrade": null,
+  "base_instructions": "You are the codex-relay demo model: a script, not a language model.",
+  "supports_reasoning_summaries": true,
+  "support_verbosity": false,
+  "default_verbosity": null,
+  "apply_patch_tool_type": null,
+  "truncation_policy": {"mode": "bytes", "limit": 10000},
+  "supports_parallel_tool_calls": false,
+  "context_window": 128000,
+  "experimental_supported_tools": [],
+  "input_modalities": ["text", "image"]
+}]}"#;
+
 /// The demo Codex configuration: the scripted model as the provider, writing only in the
 /// workspace. (Codex 0.169 refuses `approval_policy = "untrusted"` here; the web UI asks for it
 /// per session, as any client can.)
@@ -104,7 +131,16 @@ pub async fn open(engine: &EngineArgs) -> anyhow::Result<(Relay, Demo)> {
     .await
     .context("starting the demo model")?;
     // Written on every start: the model listens on a new port each time.
-    std::fs::write(home.join("config.toml"), config_toml(&model_url))?;
+    std::fs::write(home.join("models.json"), MODEL_CATALOG)?;
+    let mut config = config_toml(&model_url);
+    config.insert_str(
+        0,
+        &format!(
+            "model_catalog_json = {:?}\n",
+            home.join("models.json").display().to_string()
+        ),
+    );
+    std::fs::write(home.join("config.toml"), config)?;
     let mut engine = engine.clone();
     engine.codex_home = Some(home);
     if engine.db.is_none() && engine.data_dir.is_none() {

@@ -65,16 +65,24 @@ fn main() -> std::process::ExitCode {
     // A descriptor per connection (up to --max-connections), plus Codex's pipes and the store.
     codex_relay_codex::platform::process::raise_fd_limit(65_536);
     let cli = Cli::parse();
-    match tokio::runtime::Builder::new_multi_thread()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(run(cli)),
+        Ok(rt) => rt,
         Err(e) => {
             serve::say(&format!("error: starting the runtime: {e}"));
-            std::process::ExitCode::from(cli_run::EXIT_LOCAL)
+            return std::process::ExitCode::from(cli_run::EXIT_LOCAL);
         }
-    }
+    };
+    let code = runtime.block_on(run(cli));
+    // What may still run on the blocking pool is a read that only input or EOF ends: stdin
+    // when it is not a pipe (`mcp` on a terminal, or with stdout to a file) or `run --approve
+    // ask`'s question on /dev/tty. Dropping the runtime would wait for it, so after SIGINT or
+    // SIGTERM the process lived on until the next keystroke. Everything else is done by now
+    // (the engine shut down and the store flushed inside `run`).
+    runtime.shutdown_background();
+    code
 }
 
 async fn run(cli: Cli) -> std::process::ExitCode {

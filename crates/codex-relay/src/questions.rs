@@ -150,34 +150,36 @@ impl Question {
             message: None,
             requested_schema: None,
             url: None,
-            details: view.details.clone(),
+            details: serde_json::to_value(&view.details).unwrap_or_default(),
         };
         match view.kind {
-            PendingKind::Question => match PendingDetails::of(view) {
-                PendingDetails::Question { questions } => Some(Question {
-                    questions: questions
-                        .into_iter()
-                        .map(|q| QuestionItem {
-                            id: q.id,
-                            header: q.header,
-                            question: q.question,
-                            options: q
-                                .options
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(|o| o.label)
-                                .collect(),
-                            is_other: q.is_other,
-                            is_secret: q.is_secret,
-                        })
-                        .collect(),
-                    ..base(QuestionKind::Question)
-                }),
-                _ => Some(base(QuestionKind::Question)),
-            },
+            PendingKind::Question => Some(Question {
+                questions: view
+                    .questions()
+                    .iter()
+                    .map(|q| QuestionItem {
+                        id: q.id.clone(),
+                        header: q.header.clone(),
+                        question: q.question.clone(),
+                        options: q
+                            .options
+                            .iter()
+                            .flatten()
+                            .map(|o| o.label.clone())
+                            .collect(),
+                        is_other: q.is_other,
+                        is_secret: q.is_secret,
+                    })
+                    .collect(),
+                ..base(QuestionKind::Question)
+            }),
             PendingKind::Elicitation if crate::approval::is_mcp_tool_approval(view) => None,
             PendingKind::Elicitation => {
-                let d = &view.details;
+                let empty = serde_json::Map::new();
+                let d = match &view.details {
+                    PendingDetails::Elicitation { params } => params,
+                    _ => &empty,
+                };
                 let text = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_owned);
                 Some(Question {
                     server: text("serverName"),
@@ -215,13 +217,15 @@ impl Answer {
         Answer::Answers(vec![text.into()])
     }
 
-    /// The relay's answer words for this answer (see `codex_relay_core::answer`).
-    pub(crate) fn words(&self) -> Vec<String> {
+    /// The engine's answer; `Err` when an elicitation's content is not a form.
+    pub(crate) fn engine(&self) -> Result<codex_relay_core::Answer, String> {
+        use codex_relay_core::Answer as Engine;
         match self {
-            Answer::Answers(answers) => answers.clone(),
-            Answer::Accept(Value::Object(content)) if content.is_empty() => vec!["approve".into()],
-            Answer::Accept(content) => vec![content.to_string()],
-            Answer::Decline => vec!["deny".into()],
+            Answer::Answers(answers) => Ok(Engine::Answers(answers.clone())),
+            Answer::Accept(Value::Object(content)) if content.is_empty() => Ok(Engine::approve()),
+            Answer::Accept(Value::Object(content)) => Engine::form(content.clone()),
+            Answer::Accept(other) => Err(format!("a form's content is a JSON object, not {other}")),
+            Answer::Decline => Ok(Engine::Deny { reason: None }),
         }
     }
 }

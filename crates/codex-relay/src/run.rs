@@ -241,9 +241,9 @@ async fn on_deadline(
                 Some(s) => {
                     // Codex 0.169's sandbox helper runs commands in a session of its own,
                     // outside the group: the whole tree goes.
-                    let tree = codex_relay_codex::platform::tree::descendants(s.pid());
-                    s.process().signal_group(libc::SIGKILL);
-                    codex_relay_codex::platform::tree::kill_all(&tree);
+                    use codex_relay_codex::platform::tree;
+                    let procs = tree::descendants(s.pid());
+                    tree::stop(s.pid(), None, &procs, tree::STOP_GRACE);
                 }
                 None => ctx.relay.shutdown().await,
             }
@@ -283,10 +283,8 @@ impl Seen {
 
 /// Answers an approval, a question or an elicitation the session logged, by the run's
 /// policies, on its own task.
-fn answer_approval(ctx: &RunCtx, request: &Value) {
-    let Ok(view) = serde_json::from_value::<PendingView>(request.clone()) else {
-        return;
-    };
+fn answer_approval(ctx: &RunCtx, view: &PendingView) {
+    let view = view.clone();
     if let Some(question) = Question::from_pending(&view) {
         answer_question(ctx, view, question);
         return;
@@ -302,7 +300,7 @@ fn answer_approval(ctx: &RunCtx, request: &Value) {
         let answer = decision.answer();
         match ctx
             .relay
-            .respond(ctx.handle.id(), &view.id, &[answer], "library")
+            .respond(ctx.handle.id(), &view.id, answer, "library")
             .await
         {
             Ok(_) => {}
@@ -324,16 +322,19 @@ fn answer_question(ctx: &RunCtx, view: PendingView, question: Question) {
             return;
         };
         let (session, id) = (ctx.handle.id(), view.id.as_str());
-        match ctx
-            .relay
-            .respond(session, id, &answer.words(), "library")
-            .await
-        {
+        let sent = match answer.engine() {
+            Ok(answer) => ctx.relay.respond(session, id, answer, "library").await,
+            Err(message) => Err(codex_relay_core::RelayError::InvalidAnswer {
+                id: id.to_owned(),
+                message,
+            }),
+        };
+        match sent {
             Ok(_) => {}
             Err(codex_relay_core::RelayError::InvalidAnswer { message, .. }) => {
                 tracing::warn!(request = %id, "the question callback's answer does not fit ({message}); declining");
-                let words = crate::questions::Answer::Decline.words();
-                if let Err(e) = ctx.relay.respond(session, id, &words, "library").await {
+                let decline = codex_relay_core::Answer::Deny { reason: None };
+                if let Err(e) = ctx.relay.respond(session, id, decline, "library").await {
                     tracing::debug!(request = %id, "decline not sent: {e}");
                 }
             }

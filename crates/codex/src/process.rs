@@ -223,11 +223,15 @@ impl CodexProcess {
         platform::process::signal_group(self.pid, signal);
     }
 
-    /// Asks the group to stop (SIGTERM), then kills it (SIGKILL) after `grace`.
+    /// Asks the group to stop (SIGTERM), then kills it (SIGKILL) after `grace`; what outlived
+    /// the leader (in the group or outside it) gets the same, [`tree::STOP_GRACE`] apart.
     pub async fn shutdown(&self, grace: Duration) -> ExitInfo {
         if let Some(info) = self.exit_info() {
-            self.signal_group(libc::SIGKILL);
-            tree::kill_marked(&self.marker);
+            let left = tree::stop(self.pid, Some(&self.marker), &[], tree::STOP_GRACE);
+            if left.any_left() {
+                tokio::time::sleep(tree::STOP_GRACE).await;
+                left.kill_now();
+            }
             return info;
         }
         self.signal_group(libc::SIGTERM);
@@ -238,16 +242,21 @@ impl CodexProcess {
                 self.exited().await
             }
         };
-        // Children that outlived the leader still belong to the group.
-        self.signal_group(libc::SIGKILL);
+        // Children that outlived the leader (in the group or outside it): asked, then, since
+        // the relay may be on its way out, waited for and killed here.
+        let left = tree::stop(self.pid, Some(&self.marker), &[], tree::STOP_GRACE);
+        if left.any_left() {
+            tokio::time::sleep(tree::STOP_GRACE).await;
+            left.kill_now();
+        }
         info
     }
 }
 
 impl Drop for CodexProcess {
+    /// The relay is alive: the tree is asked to stop, and killed after a short grace.
     fn drop(&mut self) {
-        self.signal_group(libc::SIGKILL);
-        tree::kill_marked(&self.marker);
+        tree::stop(self.pid, Some(&self.marker), &[], tree::STOP_GRACE);
     }
 }
 
@@ -287,12 +296,17 @@ async fn reap(
         }
     };
     tracing::debug!(pid, %info, "codex process exited");
-    // Whatever the leader left behind (a running command, a sandbox helper, a shell in a
-    // session of its own) goes with it.
-    platform::process::signal_group(pid, libc::SIGKILL);
-    tree::kill_marked(&marker);
-    drop(watchdog);
+    // The exit is known at once (callers report it); what the leader left behind (a running
+    // command, a sandbox helper, a shell in a session of its own) goes with it: asked first,
+    // killed after a short grace.
+    let left = tree::stop(pid, Some(&marker), &[], tree::STOP_GRACE);
     let _ = tx.send(Some(info));
+    if left.any_left() {
+        tokio::time::sleep(tree::STOP_GRACE).await;
+        left.kill_now();
+    }
+    // The watchdog goes only once the tree has.
+    drop(watchdog);
 }
 
 #[cfg(test)]

@@ -1,5 +1,9 @@
-//! Turning a front's answer (`approve`, `deny: not in prod`, an option label, tool output) into
-//! the reply Codex expects for that kind of request.
+//! A front's answer, typed (approve for a scope, deny with a reason, cancel, a question's
+//! answers, an MCP form's content, a tool's output), and the reply Codex expects for each kind
+//! of request. Fronts that take words (MCP's `codex_respond`, `run`'s terminal prompt) parse
+//! them into an [`Answer`] themselves.
+
+use std::collections::BTreeMap;
 
 use codex_relay_protocol::RpcError;
 use codex_relay_protocol::v2::{
@@ -62,214 +66,330 @@ impl PendingKind {
 /// The options an approval offers, in the words fronts show.
 pub const APPROVAL_OPTIONS: &[&str] = &["approve", "approve for session", "deny", "cancel"];
 
-/// A parsed answer, ready to send.
+/// For how long an approval holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// This request only.
+    Once,
+    /// This and every like request of the session (Codex remembers it).
+    Session,
+}
+
+/// One value of an accepted MCP elicitation form (MCP forms hold primitives only).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FormValue {
+    Text(String),
+    Number(f64),
+    Bool(bool),
+    /// A multi-select field.
+    Choices(Vec<String>),
+}
+
+impl FormValue {
+    fn to_json(&self) -> Value {
+        match self {
+            Self::Text(s) => json!(s),
+            Self::Number(n) => json!(n),
+            Self::Bool(b) => json!(b),
+            Self::Choices(c) => json!(c),
+        }
+    }
+}
+
+/// A front's answer to a pending request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Allow it (approvals; an elicitation accepted with an empty form).
+    Approve { scope: Scope },
+    /// Refuse it; the reason is passed to the model. For a question: decline to answer; for a
+    /// tool call: a failed call whose output is the reason.
+    Deny { reason: Option<String> },
+    /// Refuse it and stop the turn.
+    Cancel,
+    /// A question's answers, one per question, in order: an option label or free text.
+    Answers(Vec<String>),
+    /// An MCP elicitation accepted with this form content.
+    Form(BTreeMap<String, FormValue>),
+    /// A dynamic tool's result.
+    ToolOutput { success: bool, text: String },
+    /// The JSON result for a request kind codex-relay does not know (passed to Codex as is).
+    Raw(String),
+}
+
+impl Answer {
+    pub fn approve() -> Self {
+        Self::Approve { scope: Scope::Once }
+    }
+
+    pub fn deny(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        Self::Deny {
+            reason: Some(reason.trim().to_owned()).filter(|r| !r.is_empty()),
+        }
+    }
+
+    /// An accepted MCP form from its JSON content (primitives, or a list of strings for a
+    /// multi-select field); `Err` names a value a form cannot hold.
+    pub fn form(content: serde_json::Map<String, Value>) -> Result<Self, String> {
+        let mut out = BTreeMap::new();
+        for (k, v) in content {
+            let value = match v {
+                Value::String(s) => FormValue::Text(s),
+                Value::Bool(b) => FormValue::Bool(b),
+                Value::Number(n) => FormValue::Number(n.as_f64().unwrap_or_default()),
+                Value::Array(items) => FormValue::Choices(
+                    items
+                        .into_iter()
+                        .map(|i| match i {
+                            Value::String(s) => Ok(s),
+                            other => Err(format!("{k}: a list holds strings only, not {other}")),
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                other => {
+                    return Err(format!(
+                        "{k}: a form value is text, a number, a boolean or a list of strings, not {other}"
+                    ));
+                }
+            };
+            out.insert(k, value);
+        }
+        Ok(Self::Form(out))
+    }
+}
+
+/// How a request was decided; serialized as the words docs/EVENTS.md lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Approve,
+    ApproveForSession,
+    Deny,
+    Cancel,
+    /// A question answered, a form filled, a tool's output given, JSON for an unknown request.
+    Answer,
+    /// A tool call answered with an error, or a request failed closed with an error.
+    Error,
+    /// A decision word this version does not know (from a newer relay's store), kept.
+    Other(String),
+}
+
+impl Decision {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "approve" => Self::Approve,
+            "approve for session" => Self::ApproveForSession,
+            "deny" => Self::Deny,
+            "cancel" => Self::Cancel,
+            "answer" => Self::Answer,
+            "error" => Self::Error,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Approve => "approve",
+            Self::ApproveForSession => "approve for session",
+            Self::Deny => "deny",
+            Self::Cancel => "cancel",
+            Self::Answer => "answer",
+            Self::Error => "error",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+/// A reply ready to send to Codex.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
     /// What goes back to Codex.
     pub result: Result<Value, RpcError>,
-    /// One word for logs and events: `approve`, `deny`, `answer`, ...
-    pub decision: String,
+    pub decision: Decision,
     /// The reason given with a denial; it is passed on to the model.
     pub reason: Option<String>,
 }
 
-enum Verdict {
-    Approve,
-    ApproveForSession,
-    Deny(Option<String>),
-    Cancel,
-}
-
-fn verdict(answer: &str) -> Option<Verdict> {
-    let a = answer.trim();
-    let (head, rest) = match a.split_once(':') {
-        Some((h, r)) => (
-            h.trim(),
-            Some(r.trim()).filter(|r| !r.is_empty()).map(str::to_owned),
-        ),
-        None => (a, None),
-    };
-    let head = head.to_ascii_lowercase();
-    match head.as_str() {
-        "approve" | "approved" | "accept" | "allow" | "yes" | "y" if rest.is_none() => {
-            Some(Verdict::Approve)
-        }
-        "approve for session"
-        | "accept for session"
-        | "acceptforsession"
-        | "always"
-        | "approved_for_session"
-            if rest.is_none() =>
-        {
-            Some(Verdict::ApproveForSession)
-        }
-        "deny" | "denied" | "decline" | "reject" | "no" | "n" => Some(Verdict::Deny(rest)),
-        "cancel" | "abort" | "stop" if rest.is_none() => Some(Verdict::Cancel),
-        _ => None,
+fn ok(v: Value, decision: Decision) -> Reply {
+    Reply {
+        result: Ok(v),
+        decision,
+        reason: None,
     }
 }
 
-const APPROVAL_HELP: &str =
-    "answer with approve, approve for session, deny, deny: <reason>, or cancel";
+const APPROVAL_HELP: &str = "this request takes an approval: approve (once or for the session), deny (with a reason) or cancel";
 
-/// Parses `answers` for `request`. `Err` is a message for the front (nothing was sent).
-pub fn parse(request: &ServerRequest, answers: &[String]) -> Result<Reply, String> {
-    let first = answers.first().map(String::as_str).unwrap_or("").trim();
-    if first.is_empty() && !matches!(request, ServerRequest::UserInput(_)) {
-        return Err("the answer is empty".into());
-    }
+/// The reply for `answer` to `request`. `Err` says why the answer does not fit (nothing was
+/// sent).
+pub fn reply(request: &ServerRequest, answer: Answer) -> Result<Reply, String> {
     match request {
         ServerRequest::CommandApproval(_) | ServerRequest::FileChangeApproval(_) => {
-            let v = verdict(first)
-                .ok_or_else(|| format!("{first:?} is not an approval answer; {APPROVAL_HELP}"))?;
-            let (decision, word, reason) = match v {
-                Verdict::Approve => (ApprovalDecision::Accept, "approve", None),
-                Verdict::ApproveForSession => (
+            let (decision, word, reason) = match answer {
+                Answer::Approve { scope: Scope::Once } => {
+                    (ApprovalDecision::Accept, Decision::Approve, None)
+                }
+                Answer::Approve {
+                    scope: Scope::Session,
+                } => (
                     ApprovalDecision::AcceptForSession,
-                    "approve for session",
+                    Decision::ApproveForSession,
                     None,
                 ),
-                Verdict::Deny(r) => (ApprovalDecision::Decline, "deny", r),
-                Verdict::Cancel => (ApprovalDecision::Cancel, "cancel", None),
+                Answer::Deny { reason } => (ApprovalDecision::Decline, Decision::Deny, reason),
+                Answer::Cancel => (ApprovalDecision::Cancel, Decision::Cancel, None),
+                _ => return Err(APPROVAL_HELP.into()),
             };
             Ok(Reply {
                 result: Ok(decision.to_response()),
-                decision: word.into(),
+                decision: word,
                 reason,
             })
         }
-        ServerRequest::PermissionsApproval(p) => {
-            let v = verdict(first)
-                .ok_or_else(|| format!("{first:?} is not an approval answer; {APPROVAL_HELP}"))?;
-            Ok(match v {
-                Verdict::Approve => ok(
-                    json!({"permissions": p.permissions, "scope": "turn"}),
-                    "approve",
-                ),
-                Verdict::ApproveForSession => ok(
-                    json!({"permissions": p.permissions, "scope": "session"}),
-                    "approve for session",
-                ),
-                Verdict::Deny(reason) => Reply {
-                    reason,
-                    ..ok(json!({"permissions": {}, "scope": "turn"}), "deny")
-                },
-                Verdict::Cancel => ok(json!({"permissions": {}, "scope": "turn"}), "cancel"),
-            })
-        }
-        ServerRequest::McpElicitation(_) => {
-            if let Some(v) = verdict(first) {
-                return Ok(match v {
-                    Verdict::Approve | Verdict::ApproveForSession => {
-                        ok(json!({"action": "accept", "content": {}}), "approve")
-                    }
-                    Verdict::Deny(reason) => Reply {
-                        reason,
-                        ..ok(json!({"action": "decline", "content": null}), "deny")
-                    },
-                    Verdict::Cancel => ok(json!({"action": "cancel", "content": null}), "cancel"),
-                });
-            }
-            // A JSON object is the form content of an accepted elicitation.
-            match serde_json::from_str::<Value>(first) {
-                Ok(content @ Value::Object(_)) => Ok(ok(
-                    json!({"action": "accept", "content": content}),
-                    "answer",
-                )),
-                _ => Err(format!(
-                    "{first:?} is neither an approval answer nor a JSON object; {APPROVAL_HELP}"
-                )),
-            }
-        }
-        ServerRequest::UserInput(q) => {
-            if let [only] = answers
-                && let Some(Verdict::Deny(_) | Verdict::Cancel) = verdict(only)
-                && q.questions.iter().all(|qq| !option_matches(qq, only))
-            {
-                return Ok(Reply {
-                    result: Err(RpcError::new(
-                        RpcError::INTERNAL_ERROR,
-                        "the user declined to answer",
-                    )),
-                    decision: "deny".into(),
-                    reason: None,
-                });
-            }
-            if answers.len() != q.questions.len() {
-                return Err(format!(
-                    "{} question(s) were asked and {} answer(s) given",
-                    q.questions.len(),
-                    answers.len()
-                ));
-            }
-            let mut response = UserInputResponse::default();
-            for (question, answer) in q.questions.iter().zip(answers) {
-                let answer = answer.trim();
-                let chosen = match &question.options {
-                    Some(options) if !options.is_empty() => {
-                        match options
-                            .iter()
-                            .find(|o| o.label.eq_ignore_ascii_case(answer))
-                        {
-                            Some(o) => o.label.clone(),
-                            None if question.is_other => answer.to_owned(),
-                            None => {
-                                let labels: Vec<&str> =
-                                    options.iter().map(|o| o.label.as_str()).collect();
-                                return Err(format!(
-                                    "{answer:?} is not an option of {:?}; choose one of: {}",
-                                    question.question,
-                                    labels.join(", ")
-                                ));
-                            }
-                        }
-                    }
-                    _ => answer.to_owned(),
+        ServerRequest::PermissionsApproval(p) => Ok(match answer {
+            Answer::Approve { scope } => {
+                let (scope, word) = match scope {
+                    Scope::Once => ("turn", Decision::Approve),
+                    Scope::Session => ("session", Decision::ApproveForSession),
                 };
-                response.answers.insert(
-                    question.id.clone(),
-                    UserInputAnswer {
-                        answers: vec![chosen],
-                    },
+                ok(json!({"permissions": p.permissions, "scope": scope}), word)
+            }
+            Answer::Deny { reason } => Reply {
+                reason,
+                ..ok(json!({"permissions": {}, "scope": "turn"}), Decision::Deny)
+            },
+            Answer::Cancel => ok(
+                json!({"permissions": {}, "scope": "turn"}),
+                Decision::Cancel,
+            ),
+            _ => return Err(APPROVAL_HELP.into()),
+        }),
+        ServerRequest::McpElicitation(_) => Ok(match answer {
+            Answer::Approve { .. } => ok(
+                json!({"action": "accept", "content": {}}),
+                Decision::Approve,
+            ),
+            Answer::Form(content) => {
+                let content: serde_json::Map<String, Value> = content
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .collect();
+                ok(
+                    json!({"action": "accept", "content": content}),
+                    Decision::Answer,
+                )
+            }
+            Answer::Deny { reason } => Reply {
+                reason,
+                ..ok(
+                    json!({"action": "decline", "content": null}),
+                    Decision::Deny,
+                )
+            },
+            Answer::Cancel => ok(
+                json!({"action": "cancel", "content": null}),
+                Decision::Cancel,
+            ),
+            _ => {
+                return Err(
+                    "an MCP server's form takes approve, the form's content, deny or cancel".into(),
                 );
             }
-            Ok(ok(
-                serde_json::to_value(response).expect("serializable"),
-                "answer",
-            ))
-        }
+        }),
+        ServerRequest::UserInput(q) => match answer {
+            Answer::Deny { .. } | Answer::Cancel => Ok(Reply {
+                result: Err(RpcError::new(
+                    RpcError::INTERNAL_ERROR,
+                    "the user declined to answer",
+                )),
+                decision: Decision::Deny,
+                reason: None,
+            }),
+            Answer::Answers(answers) => question_reply(q, &answers),
+            _ => {
+                Err("a question takes one answer per question (an option or text), or deny".into())
+            }
+        },
         ServerRequest::ToolCall(_) => {
-            let joined = answers.join("\n");
-            let (success, text) = match joined.strip_prefix("error:") {
-                Some(rest) => (false, rest.trim().to_owned()),
-                None => (true, joined),
+            let (success, text) = match answer {
+                Answer::ToolOutput { success, text } => (success, text),
+                Answer::Deny { reason } => (
+                    false,
+                    reason.unwrap_or_else(|| "the user refused this tool call".into()),
+                ),
+                Answer::Cancel => (false, "the user cancelled this tool call".into()),
+                _ => return Err("a tool call takes the tool's output (or an error)".into()),
             };
             let body =
                 serde_json::to_value(ToolCallResponse::text(success, text)).expect("serializable");
-            Ok(ok(body, if success { "answer" } else { "error" }))
+            Ok(ok(
+                body,
+                if success {
+                    Decision::Answer
+                } else {
+                    Decision::Error
+                },
+            ))
         }
-        ServerRequest::ChatgptAuthRefresh(_) | ServerRequest::Unknown { .. } => {
-            match serde_json::from_str::<Value>(first) {
-                Ok(v) => Ok(ok(v, "answer")),
-                Err(_) => Err("this request needs a JSON answer".into()),
+        ServerRequest::ChatgptAuthRefresh(_) | ServerRequest::Unknown { .. } => match answer {
+            Answer::Raw(json) => match serde_json::from_str::<Value>(&json) {
+                Ok(v) => Ok(ok(v, Decision::Answer)),
+                Err(e) => Err(format!("this request needs a JSON answer ({e})")),
+            },
+            Answer::Deny { .. } | Answer::Cancel => Ok(Reply {
+                result: request.fail_closed("declined"),
+                decision: Decision::Deny,
+                reason: None,
+            }),
+            _ => Err("this request needs a JSON answer".into()),
+        },
+    }
+}
+
+fn question_reply(
+    q: &codex_relay_protocol::v2::UserInputParams,
+    answers: &[String],
+) -> Result<Reply, String> {
+    if answers.len() != q.questions.len() {
+        return Err(format!(
+            "{} question(s) were asked and {} answer(s) given",
+            q.questions.len(),
+            answers.len()
+        ));
+    }
+    let mut response = UserInputResponse::default();
+    for (question, answer) in q.questions.iter().zip(answers) {
+        let answer = answer.trim();
+        let chosen = match &question.options {
+            Some(options) if !options.is_empty() => {
+                match options
+                    .iter()
+                    .find(|o| o.label.eq_ignore_ascii_case(answer))
+                {
+                    Some(o) => o.label.clone(),
+                    None if question.is_other => answer.to_owned(),
+                    None => {
+                        let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
+                        return Err(format!(
+                            "{answer:?} is not an option of {:?}; choose one of: {}",
+                            question.question,
+                            labels.join(", ")
+                        ));
+                    }
+                }
             }
-        }
+            _ => answer.to_owned(),
+        };
+        response.answers.insert(
+            question.id.clone(),
+            UserInputAnswer {
+                answers: vec![chosen],
+            },
+        );
     }
-}
-
-fn option_matches(q: &codex_relay_protocol::v2::UserInputQuestion, answer: &str) -> bool {
-    q.options.as_ref().is_some_and(|os| {
-        os.iter()
-            .any(|o| o.label.eq_ignore_ascii_case(answer.trim()))
-    })
-}
-
-fn ok(v: Value, decision: &str) -> Reply {
-    Reply {
-        result: Ok(v),
-        decision: decision.into(),
-        reason: None,
-    }
+    Ok(ok(
+        serde_json::to_value(response).expect("serializable"),
+        Decision::Answer,
+    ))
 }
 
 #[cfg(test)]
@@ -284,31 +404,28 @@ mod tests {
     }
 
     #[test]
-    fn approval_words() {
-        let a = |s: &str| parse(&approval(), &[s.to_owned()]);
+    fn approvals_take_approvals() {
+        let a = |answer| reply(&approval(), answer);
         assert_eq!(
-            a("approve").unwrap().result.unwrap(),
+            a(Answer::approve()).unwrap().result.unwrap(),
             json!({"decision": "accept"})
         );
-        assert_eq!(
-            a("Approve for session").unwrap().result.unwrap(),
-            json!({"decision": "acceptForSession"})
-        );
-        let d = a("deny: not in prod").unwrap();
+        let s = a(Answer::Approve {
+            scope: Scope::Session,
+        })
+        .unwrap();
+        assert_eq!(s.result.unwrap(), json!({"decision": "acceptForSession"}));
+        assert_eq!(s.decision, Decision::ApproveForSession);
+        let d = a(Answer::deny("not in prod")).unwrap();
         assert_eq!(d.result.unwrap(), json!({"decision": "decline"}));
         assert_eq!(d.reason.as_deref(), Some("not in prod"));
-        assert_eq!(a("deny").unwrap().reason, None);
+        assert_eq!(a(Answer::deny("  ")).unwrap().reason, None);
         assert_eq!(
-            a("cancel").unwrap().result.unwrap(),
+            a(Answer::Cancel).unwrap().result.unwrap(),
             json!({"decision": "cancel"})
         );
-        let err = a("maybe").unwrap_err();
-        assert!(
-            err.contains("approve") && err.contains("deny: <reason>"),
-            "{err}"
-        );
-        assert!(a("approve: sure").is_err());
-        assert!(parse(&approval(), &[]).is_err());
+        let err = a(Answer::Answers(vec!["yes".into()])).unwrap_err();
+        assert!(err.contains("approve") && err.contains("deny"), "{err}");
     }
 
     #[test]
@@ -320,29 +437,83 @@ mod tests {
                  "options": [{"label": "staging", "description": ""}, {"label": "prod", "description": ""}]}
             ]}),
         );
-        let r = parse(&q, &["Staging".into()]).unwrap();
+        let r = reply(&q, Answer::Answers(vec!["Staging".into()])).unwrap();
         assert_eq!(
             r.result.unwrap(),
             json!({"answers": {"env": {"answers": ["staging"]}}})
         );
-        let err = parse(&q, &["moon".into()]).unwrap_err();
+        let err = reply(&q, Answer::Answers(vec!["moon".into()])).unwrap_err();
         assert!(err.contains("staging, prod"), "{err}");
-        assert!(parse(&q, &["deny".into()]).unwrap().result.is_err());
-        assert!(parse(&q, &["prod".into(), "extra".into()]).is_err());
+        assert!(
+            reply(&q, Answer::Deny { reason: None })
+                .unwrap()
+                .result
+                .is_err()
+        );
+        assert!(reply(&q, Answer::Answers(vec!["prod".into(), "extra".into()])).is_err());
+        assert!(reply(&q, Answer::approve()).is_err());
     }
 
     #[test]
-    fn tool_call_answers_are_the_output() {
+    fn tool_calls_take_their_output_and_forms_their_content() {
         let t = ServerRequest::parse(
             ServerRequest::TOOL_CALL,
             json!({"threadId": "t", "turnId": "u", "callId": "c", "tool": "lookup", "arguments": {}}),
         );
-        let r = parse(&t, &["42 rows".into()]).unwrap();
+        let r = reply(
+            &t,
+            Answer::ToolOutput {
+                success: true,
+                text: "42 rows".into(),
+            },
+        )
+        .unwrap();
         assert_eq!(
             r.result.unwrap(),
             json!({"success": true, "contentItems": [{"type": "inputText", "text": "42 rows"}]})
         );
-        let e = parse(&t, &["error: table missing".into()]).unwrap();
-        assert_eq!(e.result.unwrap()["success"], false);
+        let e = reply(&t, Answer::deny("table missing")).unwrap();
+        assert_eq!(e.decision, Decision::Error);
+        assert_eq!(
+            e.result.unwrap()["contentItems"][0]["text"],
+            "table missing"
+        );
+        let el = ServerRequest::parse(
+            ServerRequest::MCP_ELICITATION,
+            json!({"threadId": "t", "turnId": "u", "serverName": "s", "message": "Name?"}),
+        );
+        let mut form = BTreeMap::new();
+        form.insert("name".to_owned(), FormValue::Text("Ada".into()));
+        form.insert("age".to_owned(), FormValue::Number(36.0));
+        let r = reply(&el, Answer::Form(form)).unwrap();
+        assert_eq!(
+            r.result.unwrap(),
+            json!({"action": "accept", "content": {"name": "Ada", "age": 36.0}})
+        );
+        assert!(
+            reply(
+                &el,
+                Answer::ToolOutput {
+                    success: true,
+                    text: "x".into()
+                }
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn decisions_keep_their_words() {
+        for word in [
+            "approve",
+            "approve for session",
+            "deny",
+            "cancel",
+            "answer",
+            "error",
+            "maybe",
+        ] {
+            assert_eq!(Decision::parse(word).as_str(), word);
+        }
     }
 }

@@ -9,80 +9,39 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use codex_relay_codex::{AppServer, IncomingRequest, Responder};
-use codex_relay_protocol::v2::{FileUpdateChange, ServerRequest, UserInput};
+use codex_relay_protocol::v2::{FileUpdateChange, UserInput};
 use serde::Serialize;
-use serde_json::{Value, json};
 
-use crate::answer::{self, APPROVAL_OPTIONS, PendingKind};
+use crate::answer::{self, Answer, Decision};
 use crate::error::RelayError;
-use crate::event::{AgentRef, Ev};
 use crate::ids::{now_ms, random_id};
-use crate::session::{Origin, SessionShared};
+pub use crate::pending::{PendingDetails, PendingView};
+use crate::session::SessionShared;
 use crate::store::{PendingRecord, Store};
+use crate::views::ResolvedBy;
 
-/// A pending request as every front sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PendingView {
-    pub id: String,
-    pub session_id: String,
-    pub kind: PendingKind,
-    /// One sentence a person can answer.
-    pub question: String,
-    /// The answers it takes.
-    pub options: Vec<String>,
-    /// command, cwd, reason, diff, tool, arguments, questions, ... as the kind has them.
-    pub details: Value,
-    pub turn: Option<String>,
-    /// Unix milliseconds.
-    pub created_at: i64,
-    /// Unix milliseconds; answered fail-closed then.
-    pub deadline: i64,
-    /// The sub-agent that asks, when it is not the session's own thread.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<AgentRef>,
-    /// The tool call that spawned that sub-agent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub invoke: Option<String>,
-}
-
-impl PendingView {
-    pub(crate) fn origin(&self) -> Option<Origin> {
-        self.agent.as_ref().map(|agent| Origin {
-            invoke: self.invoke.clone(),
-            agent: agent.clone(),
-        })
-    }
-
-    /// The Codex thread that asked: a sub-agent's, or the session's own.
-    pub fn thread_id(&self) -> &str {
-        self.agent
-            .as_ref()
-            .map_or(self.session_id.as_str(), |a| a.thread.as_str())
-    }
-
-    /// The store row for this request, resolved or not.
-    fn record(&self, resolution: Option<&Resolution>) -> PendingRecord {
-        PendingRecord {
-            id: self.id.clone(),
-            session_id: self.session_id.clone(),
-            kind: self.kind.as_str().into(),
-            created_at: self.created_at,
-            deadline: self.deadline,
-            request: serde_json::to_string(self).unwrap_or_default(),
-            resolution: resolution.map(|r| serde_json::to_string(r).unwrap_or_default()),
-        }
+/// The store row for a request, resolved or not.
+fn record(view: &PendingView, resolution: Option<&Resolution>) -> PendingRecord {
+    PendingRecord {
+        id: view.id.clone(),
+        session_id: view.session_id.clone(),
+        kind: view.kind.as_str().into(),
+        created_at: view.created_at,
+        deadline: view.deadline,
+        request: serde_json::to_string(view).unwrap_or_default(),
+        resolution: resolution.map(|r| serde_json::to_string(r).unwrap_or_default()),
     }
 }
 
 /// How a pending request ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Resolution {
     pub id: String,
-    pub decision: String,
-    /// Who answered: a front's name, `timeout`, `codex-exit`, `session-closed`, `relay-restart`.
-    pub by: String,
+    pub decision: Decision,
+    /// Who answered: a front (by its name), the deadline, Codex going away, the session
+    /// closing, the relay restarting or shutting down.
+    pub by: ResolvedBy,
     pub reason: Option<String>,
 }
 
@@ -142,28 +101,30 @@ impl Broker {
         server: &Arc<AppServer>,
         incoming: IncomingRequest,
         changes: Option<&[FileUpdateChange]>,
-        origin: Option<Origin>,
+        origin: Option<crate::session::Origin>,
     ) -> PendingView {
         let request = incoming.request();
         let now = now_ms();
-        let mut view = describe(
+        let mut view = crate::pending::describe(
             request,
             random_id("req_"),
             session.id.clone(),
             now,
             now + self.inner.timeout.as_millis() as i64,
         );
-        if let Some(changes) = changes.filter(|c| !c.is_empty()) {
+        if let Some(changes) = changes.filter(|c| !c.is_empty())
+            && let PendingDetails::FileChangeApproval { changes: shown, .. } = &mut view.details
+        {
             let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
             view.question = format!("Allow Codex to change {}?", paths.join(", "));
-            view.details["changes"] = serde_json::to_value(changes).unwrap_or(Value::Null);
+            *shown = changes.to_vec();
         }
         if let Some(origin) = origin {
             view.question = format!("Sub-agent {} asks: {}", origin.agent.label(), view.question);
             view.agent = Some(origin.agent);
             view.invoke = origin.invoke;
         }
-        self.inner.store.upsert_pending(view.record(None));
+        self.inner.store.upsert_pending(record(&view, None));
         {
             let mut st = self.lock();
             st.opened += 1;
@@ -192,8 +153,8 @@ impl Broker {
         &self,
         session_id: &str,
         id: &str,
-        answers: &[String],
-        by: &str,
+        answer: Answer,
+        by: ResolvedBy,
     ) -> Result<Resolution, RelayError> {
         let (entry, reply) = {
             let mut st = self.lock();
@@ -201,8 +162,8 @@ impl Broker {
                 return Err(match st.resolved.iter().find(|r| r.id == id) {
                     Some(r) => RelayError::AlreadyResolved {
                         id: id.into(),
-                        decision: r.decision.clone(),
-                        by: r.by.clone(),
+                        decision: r.decision.as_str().to_owned(),
+                        by: r.by.as_str().to_owned(),
                     },
                     None => RelayError::UnknownRequest {
                         session: session_id.into(),
@@ -210,7 +171,7 @@ impl Broker {
                     },
                 });
             };
-            let reply = answer::parse(entry.responder.request(), answers).map_err(|message| {
+            let reply = answer::reply(entry.responder.request(), answer).map_err(|message| {
                 RelayError::InvalidAnswer {
                     id: id.into(),
                     message,
@@ -246,7 +207,7 @@ impl Broker {
         let resolution = Resolution {
             id: id.into(),
             decision: reply.decision,
-            by: by.into(),
+            by,
             reason: reply.reason,
         };
         self.record_parts(&view, &session, &resolution);
@@ -254,7 +215,7 @@ impl Broker {
     }
 
     /// Resolves one request fail-closed (decline / error) if it is still open.
-    pub fn fail_closed(&self, id: &str, by: &str, why: &str) {
+    pub fn fail_closed(&self, id: &str, by: ResolvedBy, why: &str) {
         let Some(entry) = self.lock().open.remove(id) else {
             return;
         };
@@ -262,13 +223,13 @@ impl Broker {
     }
 
     /// Resolves every open request of a session fail-closed.
-    pub fn fail_session(&self, session_id: &str, by: &str, why: &str) {
+    pub fn fail_session(&self, session_id: &str, by: ResolvedBy, why: &str) {
         self.fail_where(|v| v.session_id == session_id, by, why);
     }
 
     /// Resolves the open requests of one turn (of the session's thread or of one of its
     /// sub-agents) fail-closed: the turn ended, so nobody can act on them any more.
-    pub fn fail_turn(&self, session_id: &str, turn: &str, by: &str, why: &str) {
+    pub fn fail_turn(&self, session_id: &str, turn: &str, by: ResolvedBy, why: &str) {
         self.fail_where(
             |v| v.session_id == session_id && v.turn.as_deref() == Some(turn),
             by,
@@ -276,7 +237,7 @@ impl Broker {
         );
     }
 
-    fn fail_where(&self, pick: impl Fn(&PendingView) -> bool, by: &str, why: &str) {
+    fn fail_where(&self, pick: impl Fn(&PendingView) -> bool, by: ResolvedBy, why: &str) {
         let entries: Vec<Entry> = {
             let mut st = self.lock();
             let ids: Vec<String> = st
@@ -288,15 +249,15 @@ impl Broker {
             ids.iter().filter_map(|id| st.open.remove(id)).collect()
         };
         for entry in entries {
-            self.finish_fail_closed(entry, by, why);
+            self.finish_fail_closed(entry, by.clone(), why);
         }
     }
 
-    fn finish_fail_closed(&self, entry: Entry, by: &str, why: &str) {
+    fn finish_fail_closed(&self, entry: Entry, by: ResolvedBy, why: &str) {
         let decision = if entry.responder.request().fail_closed(why).is_ok() {
-            "deny"
+            Decision::Deny
         } else {
-            "error"
+            Decision::Error
         };
         let Entry {
             view,
@@ -308,8 +269,8 @@ impl Broker {
         responder.fail_closed(why);
         let resolution = Resolution {
             id: view.id.clone(),
-            decision: decision.into(),
-            by: by.into(),
+            decision,
+            by,
             reason: Some(why.into()),
         };
         self.record_parts(&view, &session, &resolution);
@@ -317,16 +278,8 @@ impl Broker {
     }
 
     fn record_parts(&self, view: &PendingView, session: &Arc<SessionShared>, r: &Resolution) {
-        self.inner.store.upsert_pending(view.record(Some(r)));
-        session.remove_pending(
-            &r.id,
-            Ev::RequestResolved {
-                id: r.id.clone(),
-                decision: r.decision.clone(),
-                by: r.by.clone(),
-                reason: r.reason.clone(),
-            },
-        );
+        self.inner.store.upsert_pending(record(view, Some(r)));
+        session.remove_pending(&r.id, crate::event::request_resolved(r));
         let mut st = self.lock();
         st.resolved.push_back(r.clone());
         while st.resolved.len() > REMEMBERED_RESOLUTIONS {
@@ -364,7 +317,11 @@ async fn expire(broker: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
             let broker = Broker { inner };
             for id in broker.inner.deadlines.due(tokio::time::Instant::now()) {
                 // A no-op for requests answered in time.
-                broker.fail_closed(&id, "timeout", "nobody answered before the deadline");
+                broker.fail_closed(
+                    &id,
+                    ResolvedBy::Timeout,
+                    "nobody answered before the deadline",
+                );
             }
             broker.inner.deadlines.next()
         };
@@ -378,120 +335,5 @@ async fn expire(broker: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
                 () = wake.notified() => {}
             },
         }
-    }
-}
-
-/// The human-readable form of a request.
-fn describe(
-    request: &ServerRequest,
-    id: String,
-    session_id: String,
-    created_at: i64,
-    deadline: i64,
-) -> PendingView {
-    let kind = PendingKind::of(request);
-    let approval_options = || {
-        APPROVAL_OPTIONS
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-    };
-    let (question, options, details, turn) = match request {
-        ServerRequest::CommandApproval(p) => {
-            let cmd = p.command.clone().unwrap_or_default();
-            (
-                format!("Allow Codex to run `{cmd}`?"),
-                approval_options(),
-                json!({"command": cmd, "cwd": p.cwd, "reason": p.reason, "itemId": p.item_id}),
-                Some(p.turn_id.clone()),
-            )
-        }
-        ServerRequest::FileChangeApproval(p) => (
-            match &p.reason {
-                Some(r) => format!("Allow Codex to change files? ({r})"),
-                None => "Allow Codex to change files?".to_owned(),
-            },
-            approval_options(),
-            json!({"reason": p.reason, "grantRoot": p.grant_root, "itemId": p.item_id}),
-            Some(p.turn_id.clone()),
-        ),
-        ServerRequest::PermissionsApproval(p) => (
-            format!(
-                "Grant Codex more permissions?{}",
-                p.reason
-                    .as_ref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            ),
-            approval_options(),
-            json!({"permissions": p.permissions, "cwd": p.cwd, "reason": p.reason}),
-            Some(p.turn_id.clone()),
-        ),
-        ServerRequest::UserInput(p) => {
-            let question = p
-                .questions
-                .iter()
-                .map(|q| q.question.as_str())
-                .collect::<Vec<_>>()
-                .join(" / ");
-            let options = p
-                .questions
-                .first()
-                .and_then(|q| q.options.as_ref())
-                .map(|os| os.iter().map(|o| o.label.clone()).collect())
-                .unwrap_or_default();
-            (
-                question,
-                options,
-                json!({"questions": p.questions}),
-                Some(p.turn_id.clone()),
-            )
-        }
-        ServerRequest::McpElicitation(v) => (
-            v.get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("An MCP server asks for input")
-                .to_owned(),
-            approval_options(),
-            v.clone(),
-            v.get("turnId").and_then(Value::as_str).map(str::to_owned),
-        ),
-        ServerRequest::ToolCall(p) => (
-            format!(
-                "Codex called the tool `{}`; answer with its output (or `error: ...`)",
-                p.tool
-            ),
-            Vec::new(),
-            json!({"tool": p.tool, "arguments": p.arguments, "callId": p.call_id}),
-            Some(p.turn_id.clone()),
-        ),
-        ServerRequest::ChatgptAuthRefresh(v) => (
-            "Codex asks for fresh ChatGPT tokens (answer with JSON)".into(),
-            vec![],
-            v.clone(),
-            None,
-        ),
-        ServerRequest::Unknown { method, params } => (
-            format!("Codex sent `{method}` (answer with JSON)"),
-            vec![],
-            json!({"method": method, "params": params}),
-            params
-                .get("turnId")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        ),
-    };
-    PendingView {
-        id,
-        session_id,
-        kind,
-        question,
-        options,
-        details,
-        turn,
-        created_at,
-        deadline,
-        agent: None,
-        invoke: None,
     }
 }

@@ -1,9 +1,11 @@
 //! Answering a pending request known only by its id (the reference-001 HTTP contract names no
 //! session): the broker finds its session; a request that is gone says whether it was resolved.
 
+use crate::answer::Answer;
 use crate::broker::{PendingView, Resolution};
 use crate::error::RelayError;
 use crate::relay::Relay;
+use crate::views::ResolvedBy;
 
 impl Relay {
     /// The open request with this id, in any session.
@@ -20,13 +22,18 @@ impl Relay {
     pub async fn respond_by_id(
         &self,
         request_id: &str,
-        answers: &[String],
+        answer: Answer,
         by: &str,
     ) -> Result<Resolution, RelayError> {
         match self.pending_by_id(request_id) {
-            Some(p) => self.respond(&p.session_id, request_id, answers, by).await,
+            Some(p) => self.respond(&p.session_id, request_id, answer, by).await,
             // Not open: the broker tells a resolved request from an unknown one.
-            None => self.inner.broker.answer("", request_id, answers, by).await,
+            None => {
+                self.inner
+                    .broker
+                    .answer("", request_id, answer, ResolvedBy::Front(by.into()))
+                    .await
+            }
         }
     }
 }

@@ -137,13 +137,13 @@ pub enum Ev {
     // --- codex-relay extensions (docs/EVENTS.md) ---
     /// Codex asked something (an approval, a question, a tool call); see [`crate::broker`].
     RequestOpened {
-        request: Value,
+        request: Box<crate::pending::PendingView>,
     },
     /// A pending request was answered: by a front, by its timeout, or because Codex went away.
     RequestResolved {
         id: String,
-        decision: String,
-        by: String,
+        decision: crate::answer::Decision,
+        by: crate::views::ResolvedBy,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
@@ -192,6 +192,23 @@ impl Ev {
             Ev::Plan { .. } => "plan",
             Ev::Codex { .. } => "codex",
         }
+    }
+}
+
+/// The `request-opened` event for a pending request.
+pub fn request_opened(view: &crate::pending::PendingView) -> Ev {
+    Ev::RequestOpened {
+        request: Box::new(view.clone()),
+    }
+}
+
+/// The `request-resolved` event for a resolution.
+pub fn request_resolved(r: &crate::broker::Resolution) -> Ev {
+    Ev::RequestResolved {
+        id: r.id.clone(),
+        decision: r.decision.clone(),
+        by: r.by.clone(),
+        reason: r.reason.clone(),
     }
 }
 

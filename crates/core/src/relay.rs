@@ -8,7 +8,7 @@ use std::time::Duration;
 use codex_relay_codex::{AppServer, AppServerConfig};
 use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode, ThreadStartParams};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
@@ -82,9 +82,10 @@ impl RelayConfig {
     }
 }
 
-/// How to create a session. Optional values reach Codex only when given.
-#[derive(Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// How to create a session. Optional values reach Codex only when given. Stored (with the
+/// values in effect) as the session's options.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct CreateOptions {
     /// The first message; without it the session starts idle.
     pub prompt: Option<String>,
@@ -348,13 +349,23 @@ impl Relay {
         let id = started.thread.id.clone();
         slot.name(&id);
         place.bind(&id);
-        let mut stored_opts = serde_json::to_value(&opts).unwrap_or(json!({}));
-        stored_opts["approvalPolicy"] = json!(policy);
-        stored_opts["sandbox"] = json!(sandbox);
-        // What a later thread/resume passes again: the overrides in effect, profile included.
-        stored_opts["config"] = json!(params.config);
-        stored_opts["cwd"] = json!(opts.cwd.clone().or(started.cwd.clone()));
-        let meta = json!({"options": stored_opts, "tools": opts.dynamic_tools.iter().map(|t| &t.spec.name).collect::<Vec<_>>()});
+        // What a later thread/resume passes again: the settings in effect, profile included.
+        let options = CreateOptions {
+            approval_policy: policy,
+            sandbox,
+            config: params.config.clone(),
+            cwd: opts.cwd.clone().or(started.cwd.clone()),
+            ..opts.clone()
+        };
+        let meta = crate::views::SessionMeta {
+            options,
+            tools: opts
+                .dynamic_tools
+                .iter()
+                .map(|t| t.spec.name.clone())
+                .collect(),
+            ..Default::default()
+        };
         let state = SessionShared::fresh_state(
             opts.cwd.clone().or(started.cwd.clone()),
             opts.model.clone().or(started.model.clone()),
@@ -464,7 +475,10 @@ impl Relay {
         let state = SessionShared::fresh_state(
             None,
             None,
-            json!({"options": {}, "resumedFromCodex": true}),
+            crate::views::SessionMeta {
+                resumed_from_codex: true,
+                ..Default::default()
+            },
         );
         let shared = SessionShared::new(
             id.to_owned(),
@@ -598,13 +612,18 @@ impl Relay {
         &self,
         session_id: &str,
         request_id: &str,
-        answers: &[String],
+        answer: crate::answer::Answer,
         by: &str,
     ) -> Result<Resolution, RelayError> {
         self.known(session_id)?;
         self.inner
             .broker
-            .answer(session_id, request_id, answers, by)
+            .answer(
+                session_id,
+                request_id,
+                answer,
+                crate::views::ResolvedBy::Front(by.into()),
+            )
             .await
     }
 
@@ -628,9 +647,11 @@ impl Relay {
     /// cannot are counted, logged, and noted for the next start to report).
     pub async fn shutdown_counting(&self) -> usize {
         for h in self.inner.handles() {
-            self.inner
-                .broker
-                .fail_session(h.id(), "relay-shutdown", "the relay is shutting down");
+            self.inner.broker.fail_session(
+                h.id(),
+                crate::views::ResolvedBy::RelayShutdown,
+                "the relay is shutting down",
+            );
         }
         self.inner.servers.shutdown(Duration::from_secs(2)).await;
         let store = &self.inner.store;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use codex_relay_codex::AppServerConfig;
-use serde_json::json;
 
 use crate::error::RelayError;
 use crate::relay::{CreateOptions, Relay, RelayConfig};
@@ -24,7 +23,7 @@ async fn relay(dir: &tempfile::TempDir, max: usize) -> Relay {
 
 /// A session with no Codex behind it (as recovery restores one).
 fn shared(relay: &Relay, id: &str) -> Arc<SessionShared> {
-    let state = SessionShared::fresh_state(None, None, json!({"options": {}}));
+    let state = SessionShared::fresh_state(None, None, Default::default());
     SessionShared::new(
         id.into(),
         relay.store().clone(),

@@ -20,3 +20,12 @@ pub struct DynamicTool {
     pub spec: DynamicToolSpec,
     pub handler: Option<Arc<dyn ToolHandler>>,
 }
+
+impl std::fmt::Debug for DynamicTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamicTool")
+            .field("name", &self.spec.name)
+            .field("handler", &self.handler.is_some())
+            .finish()
+    }
+}

@@ -25,6 +25,8 @@ pub mod sse;
 pub mod streams;
 pub mod types;
 mod ui;
+#[cfg(test)]
+mod wire_snapshots;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use codex_relay_core::answer::PendingKind;
-use codex_relay_core::{PendingDetails, PendingView};
+use codex_relay_core::{Answer, PendingDetails, PendingView, Scope};
 use serde_json::{Value, json};
 
 use crate::AppState;
@@ -42,7 +42,7 @@ fn reference_event(p: &PendingView) -> Option<(&'static str, Value)> {
                 "question": p.question}),
         ))
     };
-    match p.typed_details() {
+    match &p.details {
         PendingDetails::CommandApproval {
             command,
             cwd,
@@ -69,22 +69,26 @@ fn reference_event(p: &PendingView) -> Option<(&'static str, Value)> {
             "Permissions",
             json!({"permissions": permissions, "cwd": cwd, "reason": reason}),
         ),
-        PendingDetails::Elicitation { details } => permission("McpElicitation", details),
+        PendingDetails::Elicitation { params } => {
+            permission("McpElicitation", Value::Object(params.clone()))
+        }
         PendingDetails::Question { questions } => {
             let questions: Vec<Value> = questions
-                .into_iter()
+                .iter()
                 .map(|q| {
                     let header = q
                         .header
+                        .clone()
                         .filter(|h| !h.is_empty())
                         .unwrap_or_else(|| q.question.chars().take(12).collect());
                     let options: Vec<Value> = q
                         .options
-                        .unwrap_or_default()
-                        .into_iter()
+                        .iter()
+                        .flatten()
                         .map(|o| {
                             let description = o
                                 .description
+                                .clone()
                                 .filter(|d| !d.is_empty())
                                 .unwrap_or_else(|| o.label.clone());
                             json!({"label": o.label, "description": description})
@@ -103,25 +107,28 @@ fn reference_event(p: &PendingView) -> Option<(&'static str, Value)> {
     }
 }
 
-/// The broker's answers for a reference-001 response to `p`.
-fn answers(p: &PendingView, r: &PermissionResponse) -> Result<Vec<String>, ApiError> {
+/// The engine's answer for a reference-001 response to `p`.
+fn answer(p: &PendingView, r: &PermissionResponse) -> Result<Answer, ApiError> {
     let message = r
         .message
         .as_deref()
         .map(str::trim)
         .filter(|m| !m.is_empty());
     match (p.kind, r.action) {
-        (_, Action::Cancel) => Ok(vec!["cancel".into()]),
-        (PendingKind::ToolCall, Action::Deny) => Ok(vec![format!(
-            "error: {}",
-            message.unwrap_or("the user refused this tool call")
-        )]),
-        (PendingKind::Question, Action::Deny) => Ok(vec!["deny".into()]),
-        (_, Action::Deny) => Ok(vec![match message {
-            Some(m) => format!("deny: {m}"),
-            None => "deny".into(),
-        }]),
-        (PendingKind::Question, Action::Allow) => question_answers(p, r.updated_input.as_ref()),
+        (_, Action::Cancel) => Ok(Answer::Cancel),
+        (PendingKind::ToolCall, Action::Deny) => Ok(Answer::ToolOutput {
+            success: false,
+            text: message
+                .unwrap_or("the user refused this tool call")
+                .to_owned(),
+        }),
+        (PendingKind::Question, Action::Deny) => Ok(Answer::Deny { reason: None }),
+        (_, Action::Deny) => Ok(Answer::Deny {
+            reason: message.map(str::to_owned),
+        }),
+        (PendingKind::Question, Action::Allow) => {
+            question_answers(p, r.updated_input.as_ref()).map(Answer::Answers)
+        }
         (PendingKind::ToolCall | PendingKind::Other, Action::Allow) => {
             let output = r
                 .updated_input
@@ -139,20 +146,26 @@ fn answers(p: &PendingView, r: &PermissionResponse) -> Result<Vec<String>, ApiEr
                         "this request takes an answer: updatedInput {\"output\": \"...\"}",
                     )
                 })?;
-            Ok(vec![output])
+            Ok(if p.kind == PendingKind::Other {
+                Answer::Raw(output)
+            } else {
+                Answer::ToolOutput {
+                    success: true,
+                    text: output,
+                }
+            })
         }
-        (_, Action::Allow) if r.for_session == Some(true) => Ok(vec!["approve for session".into()]),
-        (_, Action::Allow) => Ok(vec!["approve".into()]),
+        (_, Action::Allow) if r.for_session == Some(true) => Ok(Answer::Approve {
+            scope: Scope::Session,
+        }),
+        (_, Action::Allow) => Ok(Answer::Approve { scope: Scope::Once }),
     }
 }
 
 /// One answer per question, from `updatedInput.answers`: an object keyed by `q<index>`, the
 /// question id or the question text, or a list in question order.
 fn question_answers(p: &PendingView, input: Option<&Value>) -> Result<Vec<String>, ApiError> {
-    let questions = match p.typed_details() {
-        PendingDetails::Question { questions } => questions,
-        _ => Vec::new(),
-    };
+    let questions = p.questions();
     let given = input.and_then(|u| u.get("answers")).ok_or_else(|| {
         ApiError::unprocessable(
             "invalid_answer",
@@ -203,20 +216,16 @@ pub async fn respond(
 ) -> Result<Json<PermissionResolved>, ApiError> {
     let resolution = match st.relay.pending_by_id(&r.id) {
         Some(p) => {
-            let answers = answers(&p, &r)?;
-            st.relay.respond(&p.session_id, &r.id, &answers, BY).await?
+            let answer = answer(&p, &r)?;
+            st.relay.respond(&p.session_id, &r.id, answer, BY).await?
         }
         // Gone: the engine says whether it was resolved (409) or never existed (404).
-        None => {
-            st.relay
-                .respond_by_id(&r.id, &["cancel".into()], BY)
-                .await?
-        }
+        None => st.relay.respond_by_id(&r.id, Answer::Cancel, BY).await?,
     };
     Ok(Json(PermissionResolved {
         id: resolution.id,
-        decision: resolution.decision,
-        by: resolution.by,
+        decision: resolution.decision.as_str().to_owned(),
+        by: resolution.by.as_str().to_owned(),
         reason: resolution.reason,
     }))
 }

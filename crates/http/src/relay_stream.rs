@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use codex_relay_core::{Ev, PendingView, RelayEvent};
+use codex_relay_core::{Ev, RelayEvent};
 use futures::Stream;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -42,10 +42,8 @@ fn events_for(relay: &codex_relay_core::Relay, ev: &RelayEvent) -> Vec<Event> {
                 vec![event(kind, data)]
             }
             Ev::RequestOpened { request } => {
-                let mut out = vec![event("request_opened", request.clone())];
-                if let Ok(view) = serde_json::from_value::<PendingView>(request.clone())
-                    && let Some((kind, data)) = crate::permission::compat_event(&view)
-                {
+                let mut out = vec![event("request_opened", json!(request))];
+                if let Some((kind, data)) = crate::permission::compat_event(request) {
                     out.push(event(kind, data));
                 }
                 out

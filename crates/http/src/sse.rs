@@ -12,7 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use codex_relay_core::{Envelope, Ev, PendingView, Relay, SessionStatus};
+use codex_relay_core::{Envelope, Ev, Relay, SessionStatus};
 use tokio::sync::broadcast;
 
 use crate::AppState;
@@ -61,8 +61,7 @@ pub fn envelope_frames(out: &mut String, env: &Envelope) {
         &serde_json::to_string(env).unwrap_or_default(),
     );
     if let Ev::RequestOpened { request } = &env.ev
-        && let Ok(view) = serde_json::from_value::<PendingView>(request.clone())
-        && let Some((kind, data)) = crate::permission::compat_event(&view)
+        && let Some((kind, data)) = crate::permission::compat_event(request)
     {
         frame(out, kind, None, &data.to_string());
     }

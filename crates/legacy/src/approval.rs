@@ -3,8 +3,7 @@
 //! legacy clients read, answered with `{decision: approved | approved_for_session | denied |
 //! abort}`.
 
-use codex_relay_core::PendingView;
-use codex_relay_core::answer::PendingKind;
+use codex_relay_core::{Answer, PendingDetails, PendingView, Scope};
 use serde_json::{Value, json};
 
 use crate::events::changes_of;
@@ -17,38 +16,57 @@ pub const BY: &str = "mcp-legacy";
 /// server never asked about (they stay pending: the session tools or the timeout resolve them).
 pub fn elicitation_params(p: &PendingView, thread_id: &str, tool_call_id: &str) -> Option<Value> {
     let event_id = p.turn.clone().unwrap_or_default();
-    let mut params = match p.kind {
-        PendingKind::CommandApproval => {
-            let command = p.details["command"].as_str().unwrap_or("");
-            let cwd = p.details["cwd"].as_str().unwrap_or("");
-            json!({
-                "message": format!("Allow Codex to run `{command}` in `{cwd}`?"),
-                "codex_elicitation": "exec-approval",
-                "codex_command": split(command),
-                "codex_cwd": cwd,
-                "codex_parsed_cmd": parsed(command),
-            })
+    let (mut params, item_id, reason, grant_root) = match &p.details {
+        PendingDetails::CommandApproval {
+            command,
+            cwd,
+            reason,
+            item_id,
+        } => {
+            let cwd = cwd.as_deref().unwrap_or("");
+            (
+                json!({
+                    "message": format!("Allow Codex to run `{command}` in `{cwd}`?"),
+                    "codex_elicitation": "exec-approval",
+                    "codex_command": split(command),
+                    "codex_cwd": cwd,
+                    "codex_parsed_cmd": parsed(command),
+                }),
+                item_id,
+                reason,
+                &None,
+            )
         }
-        PendingKind::FileChangeApproval => json!({
-            "message": "Allow Codex to apply proposed code changes?",
-            "codex_elicitation": "patch-approval",
-            "codex_changes": changes_of(&p.details),
-        }),
-        PendingKind::PermissionsApproval
-        | PendingKind::Question
-        | PendingKind::Elicitation
-        | PendingKind::ToolCall
-        | PendingKind::Other => return None,
+        PendingDetails::FileChangeApproval {
+            reason,
+            grant_root,
+            item_id,
+            changes,
+        } => (
+            json!({
+                "message": "Allow Codex to apply proposed code changes?",
+                "codex_elicitation": "patch-approval",
+                "codex_changes": changes_of(changes),
+            }),
+            item_id,
+            reason,
+            grant_root,
+        ),
+        PendingDetails::PermissionsApproval { .. }
+        | PendingDetails::Question { .. }
+        | PendingDetails::Elicitation { .. }
+        | PendingDetails::ToolCall { .. }
+        | PendingDetails::Other { .. } => return None,
     };
     params["requestedSchema"] = json!({"type": "object", "properties": {}});
     params["threadId"] = json!(thread_id);
     params["codex_mcp_tool_call_id"] = json!(tool_call_id);
     params["codex_event_id"] = json!(event_id);
-    params["codex_call_id"] = p.details["itemId"].clone();
-    if let Some(reason) = p.details["reason"].as_str() {
+    params["codex_call_id"] = json!(item_id);
+    if let Some(reason) = reason {
         params["codex_reason"] = json!(reason);
     }
-    if let Some(root) = p.details["grantRoot"].as_str() {
+    if let Some(root) = grant_root {
         params["codex_grant_root"] = json!(root);
     }
     Some(params)
@@ -67,12 +85,14 @@ fn parsed(command: &str) -> Value {
 
 /// The engine answer for a legacy elicitation result. Like the legacy server, anything that is
 /// not one of the four decisions counts as `denied`.
-pub fn answer(result: &Value) -> &'static str {
+pub fn answer(result: &Value) -> Answer {
     match result.get("decision").and_then(Value::as_str) {
-        Some("approved") => "approve",
-        Some("approved_for_session") => "approve for session",
-        Some("abort") => "cancel",
-        Some("denied") | Some(_) | None => "deny",
+        Some("approved") => Answer::Approve { scope: Scope::Once },
+        Some("approved_for_session") => Answer::Approve {
+            scope: Scope::Session,
+        },
+        Some("abort") => Answer::Cancel,
+        Some("denied") | Some(_) | None => Answer::Deny { reason: None },
     }
 }
 
@@ -128,13 +148,16 @@ mod tests {
 
     #[test]
     fn decisions_map_like_the_legacy_server() {
-        assert_eq!(answer(&json!({"decision": "approved"})), "approve");
+        assert_eq!(answer(&json!({"decision": "approved"})), Answer::approve());
         assert_eq!(
             answer(&json!({"decision": "approved_for_session"})),
-            "approve for session"
+            Answer::Approve {
+                scope: Scope::Session
+            }
         );
-        assert_eq!(answer(&json!({"decision": "denied"})), "deny");
-        assert_eq!(answer(&json!({"decision": "abort"})), "cancel");
-        assert_eq!(answer(&json!({"action": "accept", "content": {}})), "deny");
+        let deny = Answer::Deny { reason: None };
+        assert_eq!(answer(&json!({"decision": "denied"})), deny);
+        assert_eq!(answer(&json!({"decision": "abort"})), Answer::Cancel);
+        assert_eq!(answer(&json!({"action": "accept", "content": {}})), deny);
     }
 }

@@ -188,12 +188,9 @@ impl Call {
                 }
             };
             let answer = approval::answer(&result);
-            match relay
-                .respond(&thread, &p.id, &[answer.to_owned()], approval::BY)
-                .await
-            {
+            match relay.respond(&thread, &p.id, answer, approval::BY).await {
                 Ok(r) => {
-                    tracing::info!(request = %p.id, decision = %r.decision, "answered by legacy elicitation")
+                    tracing::info!(request = %p.id, decision = %r.decision.as_str(), "answered by legacy elicitation")
                 }
                 Err(e) => {
                     tracing::info!(request = %p.id, "the elicitation answer was not used: {e}")

@@ -5,9 +5,9 @@
 
 use std::collections::HashMap;
 
-use codex_relay_core::answer::PendingKind;
 use codex_relay_core::event::{Delta, ToolEndStatus, TurnEndStatus, Usage};
-use codex_relay_core::{Envelope, Ev, PendingView, Role};
+use codex_relay_core::{Envelope, Ev, PendingDetails, PendingView, Role};
+use codex_relay_protocol::v2::FileUpdateChange;
 use serde_json::{Map, Value, json};
 
 use crate::shell::split;
@@ -61,17 +61,13 @@ fn token_usage(u: &Usage) -> Value {
 }
 
 /// The legacy `changes` map of a file-change approval (path → change).
-pub fn changes_of(details: &Value) -> Map<String, Value> {
+pub fn changes_of(changes: &[FileUpdateChange]) -> Map<String, Value> {
     let mut out = Map::new();
-    for c in details["changes"].as_array().into_iter().flatten() {
-        let Some(path) = c["path"].as_str() else {
-            continue;
-        };
-        let kind = c["kind"]["type"].as_str().unwrap_or("update");
-        let diff = c["diff"].as_str().unwrap_or("");
+    for c in changes {
+        let kind = c.kind["type"].as_str().unwrap_or("update");
         out.insert(
-            path.to_owned(),
-            legacy_change(kind, diff, c["kind"].get("move_path")),
+            c.path.clone(),
+            legacy_change(kind, &c.diff, c.kind.get("move_path")),
         );
     }
     out
@@ -206,29 +202,34 @@ impl Translator {
                 .msgs
                 .push(json!({"type": "plan_update", "explanation": null, "plan": steps})),
             Ev::RequestOpened { request } => {
-                if let Ok(p) = serde_json::from_value::<PendingView>(request.clone()) {
-                    match p.kind {
-                        PendingKind::CommandApproval => {
-                            let command = p.details["command"].as_str().unwrap_or("");
-                            out.msgs.push(json!({
-                                "type": "exec_approval_request", "call_id": p.details["itemId"],
-                                "turn_id": turn, "command": split(command),
-                                "cwd": p.details["cwd"], "reason": p.details["reason"],
-                            }));
-                        }
-                        PendingKind::FileChangeApproval => out.msgs.push(json!({
-                            "type": "apply_patch_approval_request", "call_id": p.details["itemId"],
-                            "turn_id": turn, "changes": changes_of(&p.details),
-                            "reason": p.details["reason"], "grant_root": p.details["grantRoot"],
-                        })),
-                        PendingKind::PermissionsApproval
-                        | PendingKind::Question
-                        | PendingKind::Elicitation
-                        | PendingKind::ToolCall
-                        | PendingKind::Other => {}
-                    }
-                    out.request = Some(p);
+                match &request.details {
+                    PendingDetails::CommandApproval {
+                        command,
+                        cwd,
+                        reason,
+                        item_id,
+                    } => out.msgs.push(json!({
+                        "type": "exec_approval_request", "call_id": item_id,
+                        "turn_id": turn, "command": split(command),
+                        "cwd": cwd, "reason": reason,
+                    })),
+                    PendingDetails::FileChangeApproval {
+                        reason,
+                        grant_root,
+                        item_id,
+                        changes,
+                    } => out.msgs.push(json!({
+                        "type": "apply_patch_approval_request", "call_id": item_id,
+                        "turn_id": turn, "changes": changes_of(changes),
+                        "reason": reason, "grant_root": grant_root,
+                    })),
+                    PendingDetails::PermissionsApproval { .. }
+                    | PendingDetails::Question { .. }
+                    | PendingDetails::Elicitation { .. }
+                    | PendingDetails::ToolCall { .. }
+                    | PendingDetails::Other { .. } => {}
                 }
+                out.request = Some((**request).clone());
             }
             // Carried elsewhere or not part of the legacy stream: the relay's own status and
             // resolutions, images, and raw Codex notifications the engine does not map.

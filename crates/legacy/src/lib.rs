@@ -16,6 +16,8 @@ pub mod schema;
 pub mod server;
 mod shell;
 pub mod wire;
+#[cfg(test)]
+mod wire_snapshots;
 
 use std::sync::Arc;
 

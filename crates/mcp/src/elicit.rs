@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use codex_relay_core::answer::PendingKind;
-use codex_relay_core::{PendingView, Relay, RelayError, SessionStatus};
+use codex_relay_core::{Answer, PendingView, Relay, RelayError, Scope, SessionStatus};
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
     ServerRequest,
@@ -189,16 +189,16 @@ impl Watch {
             return;
         }
         let content = result.content.unwrap_or(Value::Null);
-        let answers = match form.answers(&content) {
+        let answer = match form.answer(&content) {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(request = %p.id, "unusable elicitation answer ({e}); the request stays pending");
                 return;
             }
         };
-        match self.relay.respond(&self.session, &p.id, &answers, BY).await {
+        match self.relay.respond(&self.session, &p.id, answer, BY).await {
             Ok(r) => {
-                tracing::info!(request = %p.id, decision = %r.decision, "answered by elicitation")
+                tracing::info!(request = %p.id, decision = %r.decision.as_str(), "answered by elicitation")
             }
             Err(RelayError::AlreadyResolved { .. }) => {}
             Err(e) => {
@@ -278,8 +278,8 @@ impl Form {
         }
     }
 
-    /// The answers for `codex_respond`'s engine call, from an accepted form's content.
-    pub fn answers(&self, content: &Value) -> Result<Vec<String>, String> {
+    /// The answer an accepted form's content gives.
+    pub fn answer(&self, content: &Value) -> Result<Answer, String> {
         let field = |k: &str| {
             content
                 .get(k)
@@ -290,12 +290,17 @@ impl Form {
         match &self.kind {
             FormKind::Decision => {
                 let decision = field("decision").ok_or("no decision in the form")?;
-                Ok(vec![match field("reason") {
-                    Some(reason) if decision.eq_ignore_ascii_case("deny") => {
-                        format!("deny: {reason}")
-                    }
-                    _ => decision.to_owned(),
-                }])
+                match decision.to_ascii_lowercase().as_str() {
+                    "approve" => Ok(Answer::Approve { scope: Scope::Once }),
+                    "approve for session" => Ok(Answer::Approve {
+                        scope: Scope::Session,
+                    }),
+                    "deny" => Ok(Answer::Deny {
+                        reason: field("reason").map(str::to_owned),
+                    }),
+                    "cancel" => Ok(Answer::Cancel),
+                    other => Err(format!("{other:?} is not one of the form's decisions")),
+                }
             }
             FormKind::Questions(keys) => keys
                 .iter()
@@ -304,7 +309,8 @@ impl Form {
                         .map(str::to_owned)
                         .ok_or_else(|| format!("no answer for {k}"))
                 })
-                .collect(),
+                .collect::<Result<_, _>>()
+                .map(Answer::Answers),
         }
     }
 }
@@ -337,16 +343,16 @@ mod tests {
         assert_eq!(schema["required"], json!(["decision"]));
         assert!(form.message.contains("rm x") && form.message.contains("/w"));
         assert_eq!(
-            form.answers(&json!({"decision": "deny", "reason": "too risky"}))
+            form.answer(&json!({"decision": "deny", "reason": "too risky"}))
                 .unwrap(),
-            vec!["deny: too risky"]
+            Answer::deny("too risky")
         );
         assert_eq!(
-            form.answers(&json!({"decision": "approve", "reason": "ok"}))
+            form.answer(&json!({"decision": "approve", "reason": "ok"}))
                 .unwrap(),
-            vec!["approve"]
+            Answer::approve()
         );
-        assert!(form.answers(&json!({})).is_err());
+        assert!(form.answer(&json!({})).is_err());
     }
 
     #[test]
@@ -367,9 +373,9 @@ mod tests {
         );
         assert_eq!(schema["properties"]["why"]["type"], "string");
         assert_eq!(
-            form.answers(&json!({"env": "prod", "why": "release"}))
+            form.answer(&json!({"env": "prod", "why": "release"}))
                 .unwrap(),
-            vec!["prod", "release"]
+            Answer::Answers(vec!["prod".into(), "release".into()])
         );
         assert!(Form::for_request(&view(PendingKind::ToolCall, &[], json!({}))).is_none());
     }

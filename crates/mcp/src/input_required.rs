@@ -68,16 +68,16 @@ pub async fn apply(relay: &Relay, session: &str, responses: InputResponses) {
         let Some(form) = Form::for_request(p) else {
             continue;
         };
-        let answers = match form.answers(&result.content.unwrap_or_default()) {
+        let answer = match form.answer(&result.content.unwrap_or_default()) {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(request = %id, "unusable form answer ({e}); it stays pending");
                 continue;
             }
         };
-        match relay.respond(session, &id, &answers, BY).await {
+        match relay.respond(session, &id, answer, BY).await {
             Ok(r) => {
-                tracing::info!(request = %id, decision = %r.decision, "answered by elicitation")
+                tracing::info!(request = %id, decision = %r.decision.as_str(), "answered by elicitation")
             }
             Err(RelayError::AlreadyResolved { .. }) => {}
             Err(e) => tracing::warn!(request = %id, "the form's answer was refused: {e}"),

@@ -16,6 +16,9 @@ pub mod params;
 pub mod server;
 pub mod tools;
 pub mod view;
+#[cfg(test)]
+mod wire_snapshots;
+pub mod words;
 
 use std::sync::Arc;
 

@@ -404,14 +404,28 @@ pub async fn respond(relay: &Relay, p: RespondParams) -> Result<Value, ToolError
                 .into(),
         ));
     }
+    let answer = match relay
+        .pending(Some(&p.session_id))
+        .iter()
+        .find(|v| v.id == p.id)
+    {
+        Some(view) => {
+            crate::words::answer(view, &p.answers).map_err(|message| RelayError::InvalidAnswer {
+                id: p.id.clone(),
+                message,
+            })?
+        }
+        // Not open (any more): the engine says whether it was resolved or never existed.
+        None => codex_relay_core::Answer::Cancel,
+    };
     let resolution = relay
-        .respond(&p.session_id, &p.id, &p.answers, RESPOND_BY)
+        .respond(&p.session_id, &p.id, answer, RESPOND_BY)
         .await?;
     let snap = relay.status(&p.session_id)?;
     Ok(outputs::value(RespondOutput {
         session_id: p.session_id,
         id: resolution.id,
-        decision: resolution.decision,
+        decision: resolution.decision.as_str().to_owned(),
         reason: resolution.reason,
         status: status_word(&snap).into(),
         pending_question: view::pending_question(&snap.pending),

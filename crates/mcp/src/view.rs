@@ -41,19 +41,18 @@ pub fn store_fault(f: &codex_relay_core::store::StoreFault) -> StoreFaultOutput 
 
 /// The questions a pending request asks, each with the answers it takes.
 pub fn questions(p: &PendingView) -> Vec<(Option<String>, String, Vec<String>)> {
-    if let PendingDetails::Question { questions } = p.typed_details()
-        && !questions.is_empty()
-    {
+    let questions = p.questions();
+    if !questions.is_empty() {
         return questions
-            .into_iter()
+            .iter()
             .map(|q| {
                 let options = q
                     .options
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|o| o.label)
+                    .iter()
+                    .flatten()
+                    .map(|o| o.label.clone())
                     .collect();
-                (Some(q.id), q.question, options)
+                (Some(q.id.clone()), q.question.clone(), options)
             })
             .collect();
     }
@@ -63,15 +62,15 @@ pub fn questions(p: &PendingView) -> Vec<(Option<String>, String, Vec<String>)> 
 /// The request's question with the details a person needs to answer it.
 pub fn describe(p: &PendingView) -> String {
     let mut text = p.question.clone();
-    let given = |s: Option<String>| s.filter(|s| !s.is_empty());
-    let reason_line = |text: &mut String, reason: Option<String>| {
+    let given = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+    let reason_line = |text: &mut String, reason: &Option<String>| {
         if let Some(reason) = given(reason)
             && !p.question.contains(&reason)
         {
             text.push_str(&format!("\nReason: {reason}"));
         }
     };
-    match p.typed_details() {
+    match &p.details {
         PendingDetails::CommandApproval { cwd, reason, .. } => {
             if let Some(cwd) = given(cwd) {
                 text.push_str(&format!("\n(in {cwd})"));
@@ -117,7 +116,7 @@ pub fn pending_question(pending: &[PendingView]) -> Option<PendingQuestion> {
         id: p.id.clone(),
         kind: p.kind.as_str().to_owned(),
         questions,
-        details: p.details.clone(),
+        details: serde_json::to_value(&p.details).unwrap_or_default(),
         how_to_answer: format!("codex_respond {{sessionId, id, answers}}: {how}"),
         expires_at: iso8601(p.deadline),
         more_pending: pending.len() - 1,

@@ -8,10 +8,12 @@
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
 //! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CI=true` refuses).
+//! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
 pub mod clients;
 pub mod exec;
+pub mod fixtures;
 pub mod home;
 pub mod install;
 pub mod model;

@@ -385,3 +385,37 @@ impl Bed {
         assert!(left.is_empty(), "processes left behind: {left:?} {what:?}");
     }
 }
+
+/// Calls a tool through an rmcp client; the call must succeed; returns its structured content.
+pub async fn rmcp_call<H: rmcp::ClientHandler>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, H>,
+    tool: &str,
+    args: Value,
+) -> Value {
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(args.as_object().cloned().unwrap());
+    let result = client.call_tool(params).await.expect("tools/call");
+    assert_ne!(result.is_error, Some(true), "{tool}: {:?}", result.content);
+    result.structured_content.expect("structured content")
+}
+
+/// Long-polls `codex_status` through an rmcp client until the session is done (90 s at most);
+/// returns that status.
+pub async fn rmcp_until_done<H: rmcp::ClientHandler>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, H>,
+    session: &str,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let s = rmcp_call(
+            client,
+            "codex_status",
+            json!({"sessionId": session, "waitMs": 10000, "until": "attention", "cursor": 0}),
+        )
+        .await;
+        if s["status"] == "done" {
+            return s;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no end: {s}");
+    }
+}

@@ -107,7 +107,10 @@ async fn an_http_answer_racing_an_mcp_elicitation_loses_or_wins_cleanly() {
         1,
         "one answer took effect: {resolutions:?}"
     );
-    assert_eq!(ws.join("raced.txt").exists(), by == "mcp-elicitation");
+    assert_eq!(
+        ws.join("raced.txt").exists(),
+        by.as_str() == "mcp-elicitation"
+    );
     d.close().await;
     relay.stop().await;
     bed.assert_no_codex_left().await;

@@ -114,6 +114,7 @@ async fn health_and_metrics_report_a_stopped_postgres_and_serve_stops_without_ha
     assert!(
         detail.contains("cannot take writes")
             && (detail.contains("Connection refused")
+                || detail.contains("Connection reset by peer")
                 || detail.contains("terminating connection due to administrator command")),
         "/healthz says what is wrong: {detail}"
     );

@@ -255,7 +255,7 @@ async fn an_approval_callback_sees_the_command_and_its_denial_reaches_the_model(
     assert!(next.contains("no new files on fridays"), "{next}");
     assert!(result.events.iter().any(|e| matches!(
         &e.ev,
-        Ev::RequestResolved { decision, by, .. } if decision == "deny" && by == "library"
+        Ev::RequestResolved { decision, by, .. } if decision.as_str() == "deny" && by.as_str() == "library"
     )));
     bed.client.shutdown().await;
 }
@@ -285,7 +285,7 @@ async fn the_auto_policy_approves_and_the_deny_policy_declines(version: &'static
     assert!(!bed.home.workspace().join("denied.txt").exists());
     assert!(result.events.iter().any(|e| matches!(
         &e.ev,
-        Ev::RequestResolved { decision, by, .. } if decision == "deny" && by == "library"
+        Ev::RequestResolved { decision, by, .. } if decision.as_str() == "deny" && by.as_str() == "library"
     )));
     // 0.169 reports the declined command as an item (0.98 does not).
     if version != "0.98.0" {

@@ -83,7 +83,9 @@ impl Bed {
         let resolved = events
             .iter()
             .find_map(|e| match &e.ev {
-                Ev::RequestResolved { decision, by, .. } => Some((decision.clone(), by.clone())),
+                Ev::RequestResolved { decision, by, .. } => {
+                    Some((decision.as_str().to_owned(), by.as_str().to_owned()))
+                }
                 _ => None,
             })
             .expect("the question was resolved");

@@ -374,7 +374,11 @@ async fn the_tools_keep_the_documented_promises() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_long_poll_stops_on_the_server() {
     let bed = Bed::start(NEWEST).await;
-    bed.model.route("MARK-W", [Reply::text("idle now")]);
+    // The turn runs a long command: nothing happens meanwhile, so a long-poll waits.
+    bed.model.route(
+        "MARK-W",
+        [Reply::exec("sleep 30", "call-w"), Reply::text("idle now")],
+    );
     let args = bed.args(120_000);
     let mut d = Driver::spawn(Sdk::Node).await;
     d.connect(Transport::Stdio, &args, "").await;
@@ -385,14 +389,15 @@ async fn a_cancelled_long_poll_stops_on_the_server() {
                    "approvalPolicy": "never", "sandbox": "read-only"}),
         )
         .await);
-    let done = d
-        .ok(
-            "codex_status",
-            json!({"sessionId": s, "waitMs": 60000, "until": "attention"}),
-        )
+    let (running, _) = d
+        .status_until(&s, TURN, |st| {
+            st["itemEvents"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|i| i.to_string().contains("sleep 30")))
+        })
         .await;
-    assert_eq!(done["status"], "done");
-    let cursor = done["nextCursor"].clone();
+    assert_eq!(running["status"], "active", "{running}");
+    let cursor = running["nextCursor"].clone();
     // The client gives up after 300 ms and sends notifications/cancelled.
     let cancelled = d
         .cmd(json!({"op": "call", "tool": "codex_status",
@@ -422,5 +427,6 @@ async fn a_cancelled_long_poll_stops_on_the_server() {
         late.is_empty(),
         "the server kept waiting on the cancelled call: {late:?}"
     );
+    d.ok("codex_interrupt", json!({"sessionId": s})).await;
     d.close().await;
 }

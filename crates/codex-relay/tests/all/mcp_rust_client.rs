@@ -3,14 +3,12 @@
 //! runs and the turn completes.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use crate::common::{Bed, RELAY};
+use crate::common::{Bed, RELAY, rmcp_call, rmcp_until_done};
 use codex_relay_testkit::{NEWEST, Reply};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
-    ProtocolVersion,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, FormElicitationCapability, Implementation, ProtocolVersion,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::TokioChildProcess;
@@ -49,18 +47,6 @@ impl ClientHandler for Approver {
     }
 }
 
-async fn call(
-    client: &rmcp::service::RunningService<RoleClient, Approver>,
-    tool: &str,
-    args: Value,
-) -> Value {
-    let params = CallToolRequestParams::new(tool.to_owned())
-        .with_arguments(args.as_object().cloned().unwrap());
-    let result = client.call_tool(params).await.expect("tools/call");
-    assert_ne!(result.is_error, Some(true), "{tool}: {:?}", result.content);
-    result.structured_content.expect("structured content")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elicitation_on_2025_06_18_approves_a_command() {
     let bed = Bed::start(NEWEST).await;
@@ -84,7 +70,7 @@ async fn elicitation_on_2025_06_18_approves_a_command() {
         client.peer_info().expect("server info").protocol_version,
         ProtocolVersion::V_2025_06_18
     );
-    let started = call(
+    let started = rmcp_call(
         &client,
         "codex_start",
         json!({"prompt": "MARK-0618: touch a file", "workingDirectory": ws,
@@ -92,19 +78,7 @@ async fn elicitation_on_2025_06_18_approves_a_command() {
     )
     .await;
     let id = started["sessionId"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let done = loop {
-        let s = call(
-            &client,
-            "codex_status",
-            json!({"sessionId": id, "waitMs": 10000, "until": "attention", "cursor": 0}),
-        )
-        .await;
-        if s["status"] == "done" {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no end: {s}");
-    };
+    let done = rmcp_until_done(&client, &id).await;
     assert_eq!(done["result"], "touched", "{done}");
     assert!(
         ws.join("approved-0618.txt").exists(),

@@ -36,22 +36,107 @@ pub fn marked(marker: &str) -> Vec<u32> {
         .collect()
 }
 
-/// SIGKILLs every process carrying `marker`; returns how many were signalled.
-pub fn kill_marked(marker: &str) -> usize {
-    let pids = marked(marker);
-    for pid in &pids {
-        // SAFETY: kill(2) has no memory-safety preconditions; a pid gone meanwhile gives ESRCH.
-        unsafe {
-            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+/// How long a tree asked to stop (SIGTERM) has before what is left is killed (SIGKILL). The
+/// user's shell start-up files run inside Codex's tree (its login-shell snapshot): killed at
+/// once, some leave locks behind (a `pyenv rehash` killed that way makes every later shell of
+/// the user wait 60 s for its lock).
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A tree asked to stop: what to kill if it is still there after the grace.
+#[derive(Debug, Clone)]
+pub struct Stopping {
+    pgid: u32,
+    outside: Vec<Proc>,
+}
+
+impl Stopping {
+    /// Whether anything of the tree still runs (a process of the group, or one recorded).
+    pub fn any_left(&self) -> bool {
+        (self.pgid != 0 && !group_members(self.pgid).is_empty())
+            || self
+                .outside
+                .iter()
+                .any(|&(pid, start)| stat(pid).is_some_and(|(_, s)| s == start))
+    }
+
+    /// SIGKILLs what is left, now.
+    pub fn kill_now(&self) {
+        super::process::signal_group(self.pgid, libc::SIGKILL);
+        signal_all(&self.outside, libc::SIGKILL);
+    }
+}
+
+/// Asks process group `pgid` (0: none), every process carrying `marker` (if given) and `procs`
+/// to stop with SIGTERM and returns at once; after `grace` a short-lived thread SIGKILLs
+/// whatever of them is still running (a recorded process only if it is still the same one). A
+/// caller that must not return before the tree is gone (the relay shutting down) waits the
+/// grace itself and calls [`Stopping::kill_now`].
+pub fn stop(
+    pgid: u32,
+    marker: Option<&str>,
+    procs: &[Proc],
+    grace: std::time::Duration,
+) -> Stopping {
+    let mut outside: Vec<Proc> = procs.to_vec();
+    if let Some(m) = marker {
+        for pid in marked(m) {
+            if let Some((_, start)) = stat(pid)
+                && !outside.iter().any(|(p, _)| *p == pid)
+            {
+                outside.push((pid, start));
+            }
         }
     }
-    if !pids.is_empty() {
+    super::process::signal_group(pgid, libc::SIGTERM);
+    signal_all(&outside, libc::SIGTERM);
+    let stopping = Stopping { pgid, outside };
+    if !stopping.outside.is_empty() {
         tracing::debug!(
-            count = pids.len(),
-            "killed what codex left outside its group"
+            count = stopping.outside.len(),
+            "asked what codex left outside its group to stop"
         );
     }
-    pids.len()
+    let later = stopping.clone();
+    let spawned = std::thread::Builder::new()
+        .name("codex-relay-stop".into())
+        .spawn(move || {
+            std::thread::sleep(grace);
+            later.kill_now();
+        });
+    if spawned.is_err() {
+        stopping.kill_now();
+    }
+    stopping
+}
+
+/// The processes of group `pgid`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| {
+                    let (_, rest) = t.rsplit_once(')')?;
+                    rest.split_whitespace().nth(2)?.parse::<u32>().ok()
+                })
+                == Some(pgid)
+        })
+        .collect()
+}
+
+/// Signals each process that is still the one recorded.
+fn signal_all(procs: &[Proc], signal: i32) {
+    for &(pid, start) in procs {
+        if stat(pid).is_some_and(|(_, s)| s == start) {
+            // SAFETY: kill(2) on a pid we just checked is the recorded process.
+            unsafe {
+                libc::kill(pid as libc::pid_t, signal);
+            }
+        }
+    }
 }
 
 /// Kills a marked tree if the relay dies without doing it (SIGKILL, a crash): a small `sh` that
@@ -145,13 +230,53 @@ pub fn descendants(root: u32) -> Vec<Proc> {
 
 /// SIGKILLs each process that is still the one recorded.
 pub fn kill_all(procs: &[Proc]) {
-    for &(pid, start) in procs {
-        if stat(pid).is_some_and(|(_, s)| s == start) {
-            // SAFETY: kill(2) on a pid we just checked is the recorded process.
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-            }
-        }
+    signal_all(procs, libc::SIGKILL);
+}
+
+#[cfg(test)]
+mod stop_tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+
+    fn spawn_group(script: &str) -> std::process::Child {
+        std::process::Command::new("sh")
+            .args(["-c", script])
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_tree_is_asked_first_and_killed_only_if_it_does_not_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let note = dir.path().join("stopped");
+        // Asked with SIGTERM, it cleans up (its trap runs) and leaves.
+        let mut polite = spawn_group(&format!(
+            "trap 'echo asked > {}; exit 0' TERM; while :; do sleep 0.05; done",
+            note.display()
+        ));
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        let s = stop(polite.id(), None, &[], Duration::from_secs(5));
+        let status = polite.wait().unwrap();
+        assert!(status.success(), "it exited by its own trap: {status:?}");
+        assert!(t.elapsed() < Duration::from_secs(4), "it went when asked");
+        assert_eq!(std::fs::read_to_string(&note).unwrap().trim(), "asked");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!s.any_left());
+        // One that ignores SIGTERM is killed after the grace.
+        let mut stubborn = spawn_group("trap '' TERM; while :; do sleep 0.05; done");
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        stop(stubborn.id(), None, &[], Duration::from_millis(500));
+        let status = stubborn.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        assert!(
+            t.elapsed() >= Duration::from_millis(450),
+            "not before the grace"
+        );
     }
 }
 

@@ -78,8 +78,8 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
     for mut p in store.pending(None, true).await? {
         let resolution = Resolution {
             id: p.id.clone(),
-            decision: "deny".into(),
-            by: "relay-restart".into(),
+            decision: crate::answer::Decision::Deny,
+            by: crate::views::ResolvedBy::RelayRestart,
             reason: Some(why.into()),
         };
         p.resolution = Some(json!(resolution).to_string());
@@ -88,12 +88,7 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
             shared.append(
                 Role::System,
                 None,
-                Ev::RequestResolved {
-                    id: p.id.clone(),
-                    decision: "deny".into(),
-                    by: "relay-restart".into(),
-                    reason: Some(why.into()),
-                },
+                crate::event::request_resolved(&resolution),
             );
         }
         inputs.broker.remember(resolution);

@@ -11,7 +11,6 @@ use codex_relay_protocol::v2::{
     FileUpdateChange, ServerNotification, ServerRequest, ThreadItem, ThreadResume,
     ThreadResumeParams, ToolCallResponse, TurnStartParams,
 };
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::agent_sync::{AgentResumed, Seen};
@@ -110,7 +109,7 @@ impl Actor {
                 }
                 self.broker.fail_session(
                     &self.shared.id,
-                    "session-closed",
+                    crate::views::ResolvedBy::SessionClosed,
                     "the session was closed",
                 );
                 self.shared.close();
@@ -131,32 +130,23 @@ impl Actor {
         {
             return Ok(server.clone());
         }
-        let meta = self.shared.meta();
-        let opts = meta.get("options").cloned().unwrap_or(Value::Null);
-        let home = opts
-            .get("codexHome")
-            .and_then(Value::as_str)
-            .map(Into::into);
+        let opts = self.shared.meta().options;
+        let home = opts.codex_home.clone().map(Into::into);
         let server = self.servers.server_for(&self.shared.id, home).await?;
         let sub = server.subscribe_thread(&self.shared.id);
         // Sub-agents known from before (the store) keep reaching this session.
         for thread in self.shared.agent_threads() {
             sub.follow(&thread);
         }
-        let s = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_owned);
         let mut params = ThreadResumeParams {
             thread_id: self.shared.id.clone(),
-            cwd: s("cwd"),
-            model: s("model"),
-            approval_policy: opts
-                .get("approvalPolicy")
-                .and_then(|v| serde_json::from_value(v.clone()).ok()),
-            sandbox: opts
-                .get("sandbox")
-                .and_then(|v| serde_json::from_value(v.clone()).ok()),
-            config: opts.get("config").and_then(|v| v.as_object().cloned()),
-            base_instructions: s("baseInstructions"),
-            developer_instructions: s("developerInstructions"),
+            cwd: opts.cwd,
+            model: opts.model,
+            approval_policy: opts.approval_policy,
+            sandbox: opts.sandbox,
+            config: opts.config,
+            base_instructions: opts.base_instructions,
+            developer_instructions: opts.developer_instructions,
             ..Default::default()
         };
         server
@@ -274,7 +264,7 @@ impl Actor {
                         self.broker.fail_turn(
                             &self.shared.id,
                             &t.turn.id,
-                            "turn-ended",
+                            crate::views::ResolvedBy::TurnEnded,
                             "the turn ended before anyone answered",
                         );
                     }
@@ -418,8 +408,11 @@ impl Actor {
         self.sub = None;
         self.server = None;
         let message = format!("Codex exited: {why}");
-        self.broker
-            .fail_session(&self.shared.id, "codex-exit", &message);
+        self.broker.fail_session(
+            &self.shared.id,
+            crate::views::ResolvedBy::CodexExit,
+            &message,
+        );
         self.shared.append(
             Role::System,
             self.shared.current_turn(),

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use super::agents::{AgentInfo, Agents};
@@ -14,6 +14,7 @@ use crate::broker::PendingView;
 use crate::event::{AgentRef, Delta, Envelope, Ev, Role, TurnEndStatus, Usage};
 use crate::ids::now_ms;
 use crate::store::{SessionRecord, Store, StoredEvent};
+use crate::views::SessionMeta;
 
 /// Where an event of a sub-agent comes from; absent for the session's own thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,8 +52,8 @@ pub(crate) struct State {
     pub updated_at: i64,
     pub cwd: Option<String>,
     pub model: Option<String>,
-    /// Engine data kept in the store's `meta` column (create options, ...).
-    pub meta: Value,
+    /// Engine data kept in the store's `meta` column (create options, where it moved, ...).
+    pub meta: SessionMeta,
     pub raw: VecDeque<Arc<String>>,
     pub agents: Agents,
 }
@@ -96,14 +97,14 @@ impl SessionShared {
         let _ = self.feed.set(feed);
     }
 
-    pub(crate) fn fresh_state(cwd: Option<String>, model: Option<String>, meta: Value) -> State {
+    pub(crate) fn fresh_state(
+        cwd: Option<String>,
+        model: Option<String>,
+        meta: SessionMeta,
+    ) -> State {
         let now = now_ms();
-        let known: Vec<AgentInfo> = meta
-            .get("agents")
-            .and_then(|a| serde_json::from_value(a.clone()).ok())
-            .unwrap_or_default();
         State {
-            agents: Agents::new(known),
+            agents: Agents::new(meta.agents.clone()),
             events: VecDeque::new(),
             last_seq: 0,
             status: SessionStatus::Idle,
@@ -128,20 +129,20 @@ impl SessionShared {
 
     /// State rebuilt from a stored record (after a relay restart).
     pub(crate) fn restored_state(rec: &SessionRecord) -> State {
-        let meta: Value = serde_json::from_str(&rec.meta).unwrap_or(Value::Null);
-        let mut s = Self::fresh_state(rec.cwd.clone(), rec.model.clone(), meta.clone());
+        let meta = SessionMeta::from_stored(&rec.meta);
+        let (result, last_error, usage) = (
+            meta.result.clone().filter(|v| !v.is_null()),
+            meta.last_error.clone(),
+            meta.usage.clone(),
+        );
+        let mut s = Self::fresh_state(rec.cwd.clone(), rec.model.clone(), meta);
         s.last_seq = rec.last_seq.max(0) as u64;
         s.turn_count = rec.turn_count.max(0) as u64;
         s.created_at = rec.created_at;
         s.updated_at = rec.updated_at;
-        s.result = meta.get("result").cloned().filter(|v| !v.is_null());
-        s.last_error = meta
-            .get("lastError")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        s.usage = meta
-            .get("usage")
-            .and_then(|u| serde_json::from_value(u.clone()).ok());
+        s.result = result;
+        s.last_error = last_error;
+        s.usage = usage;
         s.status = match SessionStatus::parse(&rec.status) {
             // A turn that was running when the relay stopped did not finish.
             Some(st) if st.is_running() => SessionStatus::Interrupted,
@@ -355,22 +356,13 @@ impl SessionShared {
     }
 
     pub(crate) fn record(&self, s: &State) -> SessionRecord {
-        let mut meta = s.meta.clone();
-        if let Value::Object(m) = &mut meta {
-            m.insert("result".into(), s.result.clone().unwrap_or(Value::Null));
-            m.insert("lastError".into(), json!(s.last_error));
-            m.insert(
-                "usage".into(),
-                serde_json::to_value(&s.usage).unwrap_or(Value::Null),
-            );
-            let agents = s.agents.all();
-            if !agents.is_empty() {
-                m.insert(
-                    "agents".into(),
-                    serde_json::to_value(agents).unwrap_or(Value::Null),
-                );
-            }
-        }
+        let meta = SessionMeta {
+            result: s.result.clone(),
+            last_error: s.last_error.clone(),
+            usage: s.usage.clone(),
+            agents: s.agents.all(),
+            ..s.meta.clone()
+        };
         SessionRecord {
             id: self.id.clone(),
             thread_id: self.id.clone(),
@@ -381,7 +373,7 @@ impl SessionShared {
             updated_at: s.updated_at,
             turn_count: s.turn_count as i64,
             last_seq: s.last_seq as i64,
-            meta: meta.to_string(),
+            meta: serde_json::to_string(&meta).unwrap_or_default(),
         }
     }
 
@@ -440,16 +432,10 @@ impl SessionShared {
     pub(crate) fn add_pending(&self, view: PendingView) {
         let turn = view.turn.clone();
         let origin = view.origin();
-        let request = serde_json::to_value(&view).unwrap_or(Value::Null);
+        let opened = crate::event::request_opened(&view);
         let mut s = self.lock();
         s.pending.push(view);
-        self.push(
-            &mut s,
-            Role::System,
-            turn,
-            Ev::RequestOpened { request },
-            origin.as_ref(),
-        );
+        self.push(&mut s, Role::System, turn, opened, origin.as_ref());
         self.refresh_status(&mut s);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
@@ -587,7 +573,8 @@ impl SessionShared {
         self.lock().last_seq
     }
 
-    pub(crate) fn meta(&self) -> Value {
+    /// The session's stored metadata (its create options, ...).
+    pub(crate) fn meta(&self) -> SessionMeta {
         self.lock().meta.clone()
     }
 

@@ -1,17 +1,9 @@
 //! Continuing a session somewhere else: a thread resumed in another working directory (a fresh isolated copy of its mounts), sent to Codex as `cwd` on `thread/resume` and on the next `turn/start`.
 
-use serde_json::json;
-
 use super::{Workspace, WorkspaceSpec};
 use crate::error::RelayError;
 use crate::relay::Relay;
 use crate::session::{SessionHandle, SessionShared};
-
-/// Where a moved session's next `turn/start` finds its new directory (stored in the session's
-/// meta, so a relay restart in between keeps it).
-const PENDING_CWD: &str = "pendingCwd";
-/// The isolated workspace spec a session was created with.
-const WORKSPACE: &str = "workspace";
 
 impl SessionShared {
     /// Points the session at `cwd`: the stored options (what `thread/resume` sends when the
@@ -19,18 +11,10 @@ impl SessionShared {
     pub(crate) fn relocate(&self, cwd: &str, fingerprint: Option<&str>) {
         self.with_state(|s| {
             s.cwd = Some(cwd.to_owned());
-            if !s.meta.is_object() {
-                s.meta = json!({});
-            }
-            let meta = s.meta.as_object_mut().expect("an object");
-            meta.insert(PENDING_CWD.into(), json!(cwd));
-            let options = meta.entry("options").or_insert_with(|| json!({}));
-            if !options.is_object() {
-                *options = json!({});
-            }
-            options["cwd"] = json!(cwd);
+            s.meta.pending_cwd = Some(cwd.to_owned());
+            s.meta.options.cwd = Some(cwd.to_owned());
             if let Some(fp) = fingerprint {
-                options["workspaceFingerprint"] = json!(fp);
+                s.meta.options.workspace_fingerprint = Some(fp.to_owned());
             }
         });
         self.persist();
@@ -38,33 +22,24 @@ impl SessionShared {
 
     /// The directory the next `turn/start` moves the thread to, if the session was moved.
     pub(crate) fn pending_cwd(&self) -> Option<String> {
-        self.with_state(|s| s.meta.get(PENDING_CWD)?.as_str().map(str::to_owned))
+        self.with_state(|s| s.meta.pending_cwd.clone())
     }
 
     /// Codex took the new directory (a turn started with it).
     pub(crate) fn moved_cwd_sent(&self) {
-        self.with_state(|s| {
-            if let Some(meta) = s.meta.as_object_mut() {
-                meta.remove(PENDING_CWD);
-            }
-        });
+        self.with_state(|s| s.meta.pending_cwd = None);
     }
 
     /// Remembers the spec of the isolated workspace the session works in, so a later resume
     /// can make a fresh copy of the same mounts.
     pub(crate) fn remember_workspace(&self, spec: &WorkspaceSpec) {
-        self.with_state(|s| {
-            if let Some(meta) = s.meta.as_object_mut() {
-                meta.insert(WORKSPACE.into(), json!(spec));
-            }
-        });
+        self.with_state(|s| s.meta.workspace = Some(spec.clone()));
         self.persist();
     }
 
     /// The isolated workspace spec the session was created (or last resumed) with.
     pub fn workspace_spec(&self) -> Option<WorkspaceSpec> {
-        let spec = self.with_state(|s| s.meta.get(WORKSPACE).cloned())?;
-        serde_json::from_value(spec).ok()
+        self.with_state(|s| s.meta.workspace.clone())
     }
 }
 

@@ -1,8 +1,6 @@
 //! The relay side of workspaces: sessions created in an isolated copy, and the lookup from a
 //! workspace fingerprint to the stored session (thread) to reuse.
 
-use serde_json::Value;
-
 use super::{Workspace, WorkspaceSpec};
 use crate::error::RelayError;
 use crate::relay::{CreateOptions, Relay};
@@ -39,11 +37,7 @@ impl Relay {
             .into_iter()
             .filter(|h| h.shared.status() != SessionStatus::Closed)
             .filter(|h| {
-                h.shared
-                    .meta()
-                    .pointer("/options/workspaceFingerprint")
-                    .and_then(Value::as_str)
-                    == Some(fingerprint)
+                h.shared.meta().options.workspace_fingerprint.as_deref() == Some(fingerprint)
             })
             .max_by_key(|h| h.snapshot().created_at)
     }

@@ -10,7 +10,6 @@ mod auth;
 mod crash_loop;
 mod event_kinds;
 mod failures;
-mod fuzz_answer;
 mod fuzz_mapper;
 mod pool;
 mod recovery;

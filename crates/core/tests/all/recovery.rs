@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::common::{Backend, Env, assert_contiguous};
 use codex_relay_core::{
-    CreateOptions, Ev, ListFilter, PermissionMode, Relay, SayInput, SayOutcome, SessionStatus,
+    Answer, CreateOptions, Decision, Ev, ListFilter, PermissionMode, Relay, ResolvedBy, SayInput,
+    SayOutcome, SessionStatus,
 };
 use codex_relay_testkit::{Reply, procs};
 
@@ -76,7 +77,7 @@ async fn sigkill_mid_turn_errors_resolves_and_the_next_say_works(
     });
     assert_eq!(
         resolved,
-        Some((pending_id, "deny".into(), "codex-exit".into()))
+        Some((pending_id, Decision::Deny, ResolvedBy::CodexExit))
     );
     assert!(
         procs::wait_group_gone(pgid, Duration::from_secs(2))
@@ -166,7 +167,7 @@ async fn relay_restart_keeps_list_and_history_and_say_resumes(
     assert_contiguous(&after_waiting);
     assert!(after_waiting.iter().any(
         |e| matches!(&e.ev, Ev::RequestResolved { id, by, decision, .. }
-        if *id == pending_id && by == "relay-restart" && decision == "deny")
+        if *id == pending_id && by.as_str() == "relay-restart" && decision.as_str() == "deny")
     ));
     assert_eq!(
         relay2.status(&waiting).unwrap().status,
@@ -175,7 +176,7 @@ async fn relay_restart_keeps_list_and_history_and_say_resumes(
     assert_eq!(relay2.status(&done).unwrap().status, SessionStatus::Idle);
     assert!(relay2.pending(None).is_empty());
     let late = relay2
-        .respond(&waiting, &pending_id, &["approve".into()], "test")
+        .respond(&waiting, &pending_id, Answer::approve(), "test")
         .await;
     assert!(
         matches!(

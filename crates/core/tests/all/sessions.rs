@@ -9,7 +9,8 @@ use std::time::Duration;
 use crate::common::{Backend, Env, assert_contiguous};
 use codex_relay_core::answer::PendingKind;
 use codex_relay_core::{
-    CreateOptions, Ev, PermissionMode, RelayError, SayInput, SayOutcome, SessionStatus,
+    Answer, CreateOptions, Decision, Ev, PermissionMode, RelayError, ResolvedBy, SayInput,
+    SayOutcome, SessionStatus,
 };
 use codex_relay_testkit::Reply;
 
@@ -107,7 +108,7 @@ async fn two_turns_with_an_approval_in_between(version: &'static str, backend: B
     assert_eq!(env.relay.pending(Some(&id)).len(), 1);
     let r = env
         .relay
-        .respond(&id, &pending.id, &["approve".into()], "test")
+        .respond(&id, &pending.id, Answer::approve(), "test")
         .await
         .unwrap();
     assert_eq!((r.decision.as_str(), r.by.as_str()), ("approve", "test"));
@@ -187,10 +188,10 @@ async fn deny_with_a_reason_reaches_the_model(version: &'static str, backend: Ba
         session_awaiting_approval(&env, "prod.txt", vec![Reply::text("understood")]).await;
     let r = env
         .relay
-        .respond(&id, &pending.id, &["deny: not in prod".into()], "test")
+        .respond(&id, &pending.id, Answer::deny("not in prod"), "test")
         .await
         .unwrap();
-    assert_eq!(r.decision, "deny");
+    assert_eq!(r.decision, Decision::Deny);
     assert_eq!(r.reason.as_deref(), Some("not in prod"));
     env.until(&id, "the turn to finish", |s| {
         s.status == SessionStatus::Idle
@@ -214,7 +215,7 @@ async fn deny_with_a_reason_reaches_the_model(version: &'static str, backend: Ba
             } => Some((decision.clone(), reason.clone())),
             _ => None,
         });
-    assert_eq!(resolved, Some(("deny".into(), Some("not in prod".into()))));
+    assert_eq!(resolved, Some((Decision::Deny, Some("not in prod".into()))));
 }
 
 async fn an_unanswered_approval_is_declined_at_its_timeout(
@@ -247,7 +248,7 @@ async fn an_unanswered_approval_is_declined_at_its_timeout(
         });
     assert_eq!(
         resolved,
-        Some((pending.id.clone(), "deny".into(), "timeout".into()))
+        Some((pending.id.clone(), Decision::Deny, ResolvedBy::Timeout))
     );
     // Checked from both sides: declined at its deadline, not before and not long after.
     let events = env.all_events(&id).await;
@@ -267,10 +268,10 @@ async fn an_unanswered_approval_is_declined_at_its_timeout(
     // A late answer is told it came too late.
     let late = env
         .relay
-        .respond(&id, &pending.id, &["approve".into()], "test")
+        .respond(&id, &pending.id, Answer::approve(), "test")
         .await;
     assert!(
-        matches!(late, Err(RelayError::AlreadyResolved { ref by, .. }) if by == "timeout"),
+        matches!(late, Err(RelayError::AlreadyResolved { ref by, .. }) if by.as_str() == "timeout"),
         "{late:?}"
     );
     env.relay.store().flush().await.unwrap();
@@ -291,11 +292,11 @@ async fn two_racing_answers_exactly_one_wins(version: &'static str, backend: Bac
     };
     let (id, pending) =
         session_awaiting_approval(&env, "race.txt", vec![Reply::text("done")]).await;
-    let approve = vec!["approve".to_owned()];
-    let deny = vec!["deny".to_owned()];
     let (a, b) = tokio::join!(
-        env.relay.respond(&id, &pending.id, &approve, "front-a"),
-        env.relay.respond(&id, &pending.id, &deny, "front-b"),
+        env.relay
+            .respond(&id, &pending.id, Answer::approve(), "front-a"),
+        env.relay
+            .respond(&id, &pending.id, Answer::Deny { reason: None }, "front-b"),
     );
     let wins = [a.is_ok(), b.is_ok()].iter().filter(|w| **w).count();
     assert_eq!(wins, 1, "{a:?} / {b:?}");
@@ -317,7 +318,9 @@ async fn two_racing_answers_exactly_one_wins(version: &'static str, backend: Bac
     assert_eq!(resolutions, 1);
     // Unknown ids and junk answers are clear errors, not panics.
     assert!(matches!(
-        env.relay.respond(&id, "req_nope", &approve, "t").await,
+        env.relay
+            .respond(&id, "req_nope", Answer::approve(), "t")
+            .await,
         Err(RelayError::UnknownRequest { .. })
     ));
     let unknown = env.relay.say("no-such-session", SayInput::text("hi")).await;
@@ -439,7 +442,7 @@ async fn interrupt_with_an_approval_open_resolves_it_before_the_turn_ends(
     let at = |pred: &dyn Fn(&Ev) -> bool| events.iter().position(|e| pred(&e.ev));
     let resolved = at(&|ev| {
         matches!(ev, Ev::RequestResolved { id, by, decision, .. }
-            if *id == pending.id && by == "turn-ended" && decision == "deny")
+            if *id == pending.id && *by == ResolvedBy::TurnEnded && *decision == Decision::Deny)
     })
     .expect("the open request is resolved as turn-ended");
     let ended = at(&|ev| matches!(ev, Ev::TurnEnd { .. })).expect("the turn ends");

@@ -36,7 +36,7 @@ fn assert_all_resolved(log: &[Arc<Envelope>]) {
     let opened: Vec<String> = log
         .iter()
         .filter_map(|e| match &e.ev {
-            Ev::RequestOpened { request } => request["id"].as_str().map(str::to_owned),
+            Ev::RequestOpened { request } => Some(request.id.clone()),
             _ => None,
         })
         .collect();
@@ -245,7 +245,7 @@ async fn the_relay_killed_mid_approval_again_and_again() {
         assert_contiguous(&log);
         assert!(
             log.iter().any(|e| matches!(&e.ev,
-                Ev::RequestResolved { id, by, .. } if *id == pending && by == "relay-restart")),
+                Ev::RequestResolved { id, by, .. } if *id == pending && by.as_str() == "relay-restart")),
             "kill {k}: the open approval is resolved relay-restart"
         );
         assert_all_resolved(&log);

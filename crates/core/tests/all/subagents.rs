@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::common::{Backend, Env, assert_contiguous};
 use codex_relay_core::{
-    CreateOptions, Envelope, Ev, ListFilter, PendingView, PermissionMode, Relay, SayInput,
-    SessionStatus,
+    Answer, CreateOptions, Decision, Envelope, Ev, ListFilter, PendingView, PermissionMode, Relay,
+    SayInput, SessionStatus,
 };
 use codex_relay_testkit::{Item, Reply, for_each_codex, procs};
 
@@ -136,10 +136,10 @@ async fn a_childs_approval_is_the_sessions_and_approving_runs_it(version: &'stat
 
     let r = env
         .relay
-        .respond(&id, &p.id, &["approve".into()], "mcp")
+        .respond(&id, &p.id, Answer::approve(), "mcp")
         .await
         .unwrap();
-    assert_eq!(r.decision, "approve");
+    assert_eq!(r.decision, Decision::Approve);
     let snap = env
         .until(&id, "the parent and the child to finish", |s| {
             s.status == SessionStatus::Idle && s.agents.iter().all(|a| a.turn.is_none())
@@ -214,7 +214,7 @@ async fn a_denial_reason_reaches_the_childs_model(version: &'static str) {
         .respond(
             &id,
             &pending[0].id,
-            &["deny: not from a sub-agent".into()],
+            Answer::deny("not from a sub-agent"),
             "mcp",
         )
         .await
@@ -238,7 +238,7 @@ async fn a_denial_reason_reaches_the_childs_model(version: &'static str) {
     );
     let events = env.all_events(&id).await;
     assert!(of_child(&events, "call_spawn_d").iter().any(|e| matches!(&e.ev,
-        Ev::RequestResolved { decision, reason, .. } if decision == "deny" && reason.as_deref() == Some("not from a sub-agent"))));
+        Ev::RequestResolved { decision, reason, .. } if *decision == Decision::Deny && reason.as_deref() == Some("not from a sub-agent"))));
 }
 
 async fn two_children_ask_at_once_and_each_answer_reaches_its_child(version: &'static str) {
@@ -276,11 +276,11 @@ async fn two_children_ask_at_once_and_each_answer_reaches_its_child(version: &'s
     );
     // Answer the second one first: each answer goes to the child that asked.
     env.relay
-        .respond(&id, &b.id, &["deny: only a".into()], "mcp")
+        .respond(&id, &b.id, Answer::deny("only a"), "mcp")
         .await
         .unwrap();
     env.relay
-        .respond(&id, &a.id, &["approve".into()], "mcp")
+        .respond(&id, &a.id, Answer::approve(), "mcp")
         .await
         .unwrap();
     env.until(&id, "both children to finish", |s| {

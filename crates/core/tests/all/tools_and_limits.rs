@@ -122,7 +122,7 @@ mod limits_and_close {
         let events = env.all_events(&id).await;
         assert!(events.iter().any(
             |e| matches!(&e.ev, Ev::RequestResolved { id, by, decision, .. }
-            if *id == pending && by == "session-closed" && decision == "deny")
+            if *id == pending && by.as_str() == "session-closed" && decision.as_str() == "deny")
         ));
         assert!(!env.home.workspace().join("closed.txt").exists());
         assert!(matches!(
@@ -164,7 +164,8 @@ mod dynamic_tools {
     use crate::common::{Backend, Env};
     use codex_relay_core::answer::PendingKind;
     use codex_relay_core::{
-        CreateOptions, DynamicTool, PermissionMode, SessionStatus, ToolHandler,
+        Answer, CreateOptions, DynamicTool, PendingDetails, PermissionMode, SessionStatus,
+        ToolHandler,
     };
     use codex_relay_protocol::v2::DynamicToolSpec;
     use codex_relay_testkit::{Item, Reply};
@@ -236,9 +237,21 @@ mod dynamic_tools {
             .await;
         let pending = &snap.pending[0];
         assert_eq!(pending.kind, PendingKind::ToolCall);
-        assert_eq!(pending.details["tool"], "ask_ops");
+        assert!(
+            matches!(&pending.details, PendingDetails::ToolCall { tool, .. } if tool == "ask_ops"),
+            "{:?}",
+            pending.details
+        );
         env.relay
-            .respond(&id, &pending.id, &["ops says: closed today".into()], "test")
+            .respond(
+                &id,
+                &pending.id,
+                Answer::ToolOutput {
+                    success: true,
+                    text: "ops says: closed today".into(),
+                },
+                "test",
+            )
             .await
             .unwrap();
         let snap = env
@@ -280,7 +293,9 @@ mod dynamic_tools {
 mod questions {
     use crate::common::{Backend, Env};
     use codex_relay_core::answer::PendingKind;
-    use codex_relay_core::{CreateOptions, Ev, PermissionMode, RelayError, SessionStatus};
+    use codex_relay_core::{
+        Answer, CreateOptions, Decision, Ev, PermissionMode, RelayError, SessionStatus,
+    };
     use codex_relay_testkit::{Item, Reply};
     use serde_json::json;
 
@@ -320,10 +335,15 @@ mod questions {
         assert_eq!(q.question, "Which environment?");
         assert_eq!(q.options, vec!["staging".to_owned(), "prod".to_owned()]);
 
-        assert_eq!(q.details["questions"][0]["isOther"], true);
+        assert!(q.questions()[0].is_other);
         let wrong = env
             .relay
-            .respond(&id, &q.id, &["prod".into(), "staging".into()], "test")
+            .respond(
+                &id,
+                &q.id,
+                Answer::Answers(vec!["prod".into(), "staging".into()]),
+                "test",
+            )
             .await;
         match wrong {
             Err(RelayError::InvalidAnswer { message, .. }) => {
@@ -333,10 +353,10 @@ mod questions {
         }
         let r = env
             .relay
-            .respond(&id, &q.id, &["Prod".into()], "test")
+            .respond(&id, &q.id, Answer::Answers(vec!["Prod".into()]), "test")
             .await
             .unwrap();
-        assert_eq!(r.decision, "answer");
+        assert_eq!(r.decision, Decision::Answer);
         let snap = env
             .until(&id, "the turn", |s| s.status == SessionStatus::Idle)
             .await;
@@ -346,7 +366,7 @@ mod questions {
             .expect("the answer reached the model");
         assert!(output.contains(r#"["prod"]"#), "{output}");
         assert!(env.all_events(&id).await.iter().any(
-            |e| matches!(&e.ev, Ev::RequestResolved { decision, .. } if decision == "answer")
+            |e| matches!(&e.ev, Ev::RequestResolved { decision, .. } if decision.as_str() == "answer")
         ));
     }
 
@@ -364,7 +384,7 @@ mod questions {
 mod file_changes {
     use crate::common::{Backend, Env};
     use codex_relay_core::answer::PendingKind;
-    use codex_relay_core::{CreateOptions, PermissionMode, SessionStatus};
+    use codex_relay_core::{Answer, CreateOptions, PermissionMode, SessionStatus};
     use codex_relay_testkit::{Item, Reply};
     use serde_json::json;
 
@@ -401,17 +421,14 @@ mod file_changes {
         let p = &snap.pending[0];
         assert_eq!(p.kind, PendingKind::FileChangeApproval);
         assert!(p.question.contains("hello.txt"), "{}", p.question);
-        let change = &p.details["changes"][0];
-        assert!(
-            change["path"].as_str().unwrap_or("").ends_with("hello.txt"),
-            "{change}"
-        );
-        assert!(
-            change["diff"].as_str().unwrap_or("").contains("hi there"),
-            "{change}"
-        );
+        let codex_relay_core::PendingDetails::FileChangeApproval { changes, .. } = &p.details
+        else {
+            panic!("a file change: {:?}", p.details);
+        };
+        assert!(changes[0].path.ends_with("hello.txt"), "{changes:?}");
+        assert!(changes[0].diff.contains("hi there"), "{changes:?}");
         env.relay
-            .respond(&id, &p.id, &["approve".into()], "test")
+            .respond(&id, &p.id, Answer::approve(), "test")
             .await
             .unwrap();
         env.until(&id, "the turn", |s| s.status == SessionStatus::Idle)

@@ -1,9 +1,11 @@
-//! Property tests of the answer parser (`approve`, `deny: reason`, options, tool output, JSON)
-//! over every kind of server request in the protocol seed corpus: it never panics, a refusal
-//! says what was wrong, and what a reply carries (decision, reason, chosen option) is what
-//! was typed. Run longer with `PROPTEST_CASES=100000 cargo test -p codex-relay-core fuzz_`.
+//! Property tests of answers in words (`approve`, `deny: reason`, options, tool output, JSON),
+//! read by the MCP front and replied by the engine, over every kind of server request in the
+//! protocol seed corpus: it never panics, a refusal says what was wrong, and what a reply
+//! carries (decision, reason, chosen option) is what was typed. Run longer with
+//! `PROPTEST_CASES=100000 cargo test -p codex-relay-mcp fuzz_`.
 
-use codex_relay_core::answer::{APPROVAL_OPTIONS, parse};
+use codex_relay_core::answer::{APPROVAL_OPTIONS, Decision, Reply, reply};
+use codex_relay_core::pending::describe;
 use codex_relay_protocol::v2::{ServerRequest, UserInputParams};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -36,6 +38,13 @@ fn requests() -> Vec<ServerRequest> {
     out
 }
 
+/// Words → the front's typed answer → the engine's reply, as `codex_respond` does it.
+fn parse(request: &ServerRequest, answers: &[String]) -> Result<Reply, String> {
+    let view = describe(request, "req_1".into(), "s1".into(), 0, 1);
+    let answer = codex_relay_mcp::words::answer(&view, answers)?;
+    reply(request, answer)
+}
+
 fn question() -> UserInputParams {
     match requests()
         .into_iter()
@@ -66,7 +75,7 @@ proptest! {
         answers in prop::collection::vec(answer_text(), 0..3),
     ) {
         match parse(&request, &answers) {
-            Ok(reply) => prop_assert!(!reply.decision.is_empty()),
+            Ok(reply) => prop_assert!(!reply.decision.as_str().is_empty()),
             Err(why) => prop_assert!(why.len() > 10, "{why}"),
         }
     }
@@ -79,7 +88,7 @@ proptest! {
     ) {
         let approval = requests().remove(0);
         let reply = parse(&approval, &[format!("{pad}{word}{pad}:{pad}{reason}{pad}")]).unwrap();
-        prop_assert_eq!(reply.decision, "deny");
+        prop_assert_eq!(reply.decision, Decision::Deny);
         prop_assert_eq!(reply.reason.as_deref(), Some(reason.trim()));
         prop_assert_eq!(reply.result.unwrap(), json!({"decision": "decline"}));
     }

@@ -1,0 +1,372 @@
+//! A pending request as every front sees it: who asks, what about (typed by kind), the
+//! question a person answers, its deadline. Its JSON is the shape the store keeps and
+//! docs/EVENTS.md documents (`details` an object of the kind's fields); rows written by older
+//! versions load.
+
+use codex_relay_protocol::v2::{FileUpdateChange, ServerRequest, UserInputQuestion};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value, json};
+
+use crate::answer::{APPROVAL_OPTIONS, PendingKind};
+use crate::event::AgentRef;
+use crate::session::Origin;
+
+/// A pending request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingView {
+    pub id: String,
+    pub session_id: String,
+    pub kind: PendingKind,
+    /// One sentence a person can answer.
+    pub question: String,
+    /// The answers it takes (approval words, or a question's option labels).
+    pub options: Vec<String>,
+    /// What it is about, by kind.
+    pub details: PendingDetails,
+    pub turn: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds; answered fail-closed then.
+    pub deadline: i64,
+    /// The sub-agent that asks, when it is not the session's own thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRef>,
+    /// The tool call that spawned that sub-agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoke: Option<String>,
+}
+
+/// What a pending request is about. Serialized as the kind's fields alone (the kind is the
+/// view's `kind`), as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PendingDetails {
+    CommandApproval {
+        command: String,
+        cwd: Option<String>,
+        reason: Option<String>,
+        item_id: Option<String>,
+    },
+    FileChangeApproval {
+        reason: Option<String>,
+        grant_root: Option<String>,
+        item_id: Option<String>,
+        /// The changes Codex announced for the item (path, kind, diff); empty if none.
+        changes: Vec<FileUpdateChange>,
+    },
+    PermissionsApproval {
+        /// The permission profile Codex asks for, as Codex describes it.
+        permissions: Value,
+        cwd: Option<String>,
+        reason: Option<String>,
+    },
+    Question {
+        questions: Vec<UserInputQuestion>,
+    },
+    ToolCall {
+        tool: String,
+        /// The model's arguments: whatever JSON the tool takes.
+        arguments: Value,
+        call_id: Option<String>,
+    },
+    /// An MCP server's elicitation, Codex's params as sent (MCP's elicitation shape plus
+    /// `threadId`, `turnId`, `serverName`).
+    Elicitation {
+        params: Map<String, Value>,
+    },
+    /// A request codex-relay does not know (or details it could not read), kept raw.
+    Other {
+        details: Value,
+    },
+}
+
+impl PendingDetails {
+    /// The stored `details` object.
+    fn to_json(&self) -> Value {
+        match self {
+            Self::CommandApproval {
+                command,
+                cwd,
+                reason,
+                item_id,
+            } => json!({"command": command, "cwd": cwd, "reason": reason, "itemId": item_id}),
+            Self::FileChangeApproval {
+                reason,
+                grant_root,
+                item_id,
+                changes,
+            } => {
+                let mut v = json!({"reason": reason, "grantRoot": grant_root, "itemId": item_id});
+                if !changes.is_empty() {
+                    v["changes"] = json!(changes);
+                }
+                v
+            }
+            Self::PermissionsApproval {
+                permissions,
+                cwd,
+                reason,
+            } => json!({"permissions": permissions, "cwd": cwd, "reason": reason}),
+            Self::Question { questions } => json!({"questions": questions}),
+            Self::ToolCall {
+                tool,
+                arguments,
+                call_id,
+            } => json!({"tool": tool, "arguments": arguments, "callId": call_id}),
+            Self::Elicitation { params } => Value::Object(params.clone()),
+            Self::Other { details } => details.clone(),
+        }
+    }
+
+    /// Reads a stored `details` object of `kind` (what it cannot read stays raw).
+    fn from_stored(kind: PendingKind, d: Value) -> Self {
+        let text = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_owned);
+        fn field<T: serde::de::DeserializeOwned>(d: &Value, k: &str) -> Option<T> {
+            serde_json::from_value(d.get(k).cloned().unwrap_or(Value::Null)).ok()
+        }
+        match kind {
+            PendingKind::CommandApproval => Self::CommandApproval {
+                command: text("command").unwrap_or_default(),
+                cwd: text("cwd"),
+                reason: text("reason"),
+                item_id: text("itemId"),
+            },
+            PendingKind::FileChangeApproval => Self::FileChangeApproval {
+                reason: text("reason"),
+                grant_root: text("grantRoot"),
+                item_id: text("itemId"),
+                changes: field(&d, "changes").unwrap_or_default(),
+            },
+            PendingKind::PermissionsApproval => Self::PermissionsApproval {
+                permissions: d.get("permissions").cloned().unwrap_or(Value::Null),
+                cwd: text("cwd"),
+                reason: text("reason"),
+            },
+            PendingKind::Question => match field(&d, "questions") {
+                Some(questions) => Self::Question { questions },
+                None => Self::Other { details: d },
+            },
+            PendingKind::ToolCall => Self::ToolCall {
+                tool: text("tool").unwrap_or_default(),
+                arguments: d.get("arguments").cloned().unwrap_or(Value::Null),
+                call_id: text("callId"),
+            },
+            PendingKind::Elicitation => match d {
+                Value::Object(params) => Self::Elicitation { params },
+                other => Self::Other { details: other },
+            },
+            PendingKind::Other => Self::Other { details: d },
+        }
+    }
+}
+
+impl Serialize for PendingDetails {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for PendingView {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Stored {
+            id: String,
+            #[serde(default)]
+            session_id: String,
+            kind: PendingKind,
+            #[serde(default)]
+            question: String,
+            #[serde(default)]
+            options: Vec<String>,
+            #[serde(default)]
+            details: Value,
+            #[serde(default)]
+            turn: Option<String>,
+            #[serde(default)]
+            created_at: i64,
+            #[serde(default)]
+            deadline: i64,
+            #[serde(default)]
+            agent: Option<AgentRef>,
+            #[serde(default)]
+            invoke: Option<String>,
+        }
+        let s = Stored::deserialize(d)?;
+        Ok(PendingView {
+            details: PendingDetails::from_stored(s.kind, s.details),
+            id: s.id,
+            session_id: s.session_id,
+            kind: s.kind,
+            question: s.question,
+            options: s.options,
+            turn: s.turn,
+            created_at: s.created_at,
+            deadline: s.deadline,
+            agent: s.agent,
+            invoke: s.invoke,
+        })
+    }
+}
+
+impl PendingView {
+    pub(crate) fn origin(&self) -> Option<Origin> {
+        self.agent.as_ref().map(|agent| Origin {
+            invoke: self.invoke.clone(),
+            agent: agent.clone(),
+        })
+    }
+
+    /// The Codex thread that asked: a sub-agent's, or the session's own.
+    pub fn thread_id(&self) -> &str {
+        self.agent
+            .as_ref()
+            .map_or(self.session_id.as_str(), |a| a.thread.as_str())
+    }
+
+    /// The questions of a `question` request (empty for other kinds).
+    pub fn questions(&self) -> &[UserInputQuestion] {
+        match &self.details {
+            PendingDetails::Question { questions } => questions,
+            _ => &[],
+        }
+    }
+}
+
+/// The pending view of a request Codex made: its question, options and details (the broker
+/// gives it its id and deadline; a front or a test may describe a request the same way).
+pub fn describe(
+    request: &ServerRequest,
+    id: String,
+    session_id: String,
+    created_at: i64,
+    deadline: i64,
+) -> PendingView {
+    let kind = PendingKind::of(request);
+    let approval_options = || {
+        APPROVAL_OPTIONS
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
+    let (question, options, details, turn) = match request {
+        ServerRequest::CommandApproval(p) => {
+            let cmd = p.command.clone().unwrap_or_default();
+            (
+                format!("Allow Codex to run `{cmd}`?"),
+                approval_options(),
+                PendingDetails::CommandApproval {
+                    command: cmd,
+                    cwd: p.cwd.clone(),
+                    reason: p.reason.clone(),
+                    item_id: Some(p.item_id.clone()),
+                },
+                Some(p.turn_id.clone()),
+            )
+        }
+        ServerRequest::FileChangeApproval(p) => (
+            match &p.reason {
+                Some(r) => format!("Allow Codex to change files? ({r})"),
+                None => "Allow Codex to change files?".to_owned(),
+            },
+            approval_options(),
+            PendingDetails::FileChangeApproval {
+                reason: p.reason.clone(),
+                grant_root: p.grant_root.clone(),
+                item_id: Some(p.item_id.clone()),
+                changes: Vec::new(),
+            },
+            Some(p.turn_id.clone()),
+        ),
+        ServerRequest::PermissionsApproval(p) => (
+            format!(
+                "Grant Codex more permissions?{}",
+                p.reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+            approval_options(),
+            PendingDetails::PermissionsApproval {
+                permissions: p.permissions.clone(),
+                cwd: p.cwd.clone(),
+                reason: p.reason.clone(),
+            },
+            Some(p.turn_id.clone()),
+        ),
+        ServerRequest::UserInput(p) => {
+            let question = p
+                .questions
+                .iter()
+                .map(|q| q.question.as_str())
+                .collect::<Vec<_>>()
+                .join(" / ");
+            let options = p
+                .questions
+                .first()
+                .and_then(|q| q.options.as_ref())
+                .map(|os| os.iter().map(|o| o.label.clone()).collect())
+                .unwrap_or_default();
+            (
+                question,
+                options,
+                PendingDetails::Question {
+                    questions: p.questions.clone(),
+                },
+                Some(p.turn_id.clone()),
+            )
+        }
+        ServerRequest::McpElicitation(v) => (
+            v.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("An MCP server asks for input")
+                .to_owned(),
+            approval_options(),
+            PendingDetails::from_stored(PendingKind::Elicitation, v.clone()),
+            v.get("turnId").and_then(Value::as_str).map(str::to_owned),
+        ),
+        ServerRequest::ToolCall(p) => (
+            format!(
+                "Codex called the tool `{}`; answer with its output (or `error: ...`)",
+                p.tool
+            ),
+            Vec::new(),
+            PendingDetails::ToolCall {
+                tool: p.tool.clone(),
+                arguments: p.arguments.clone(),
+                call_id: Some(p.call_id.clone()),
+            },
+            Some(p.turn_id.clone()),
+        ),
+        ServerRequest::ChatgptAuthRefresh(v) => (
+            "Codex asks for fresh ChatGPT tokens (answer with JSON)".into(),
+            vec![],
+            PendingDetails::Other { details: v.clone() },
+            None,
+        ),
+        ServerRequest::Unknown { method, params } => (
+            format!("Codex sent `{method}` (answer with JSON)"),
+            vec![],
+            PendingDetails::Other {
+                details: json!({"method": method, "params": params}),
+            },
+            params
+                .get("turnId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        ),
+    };
+    PendingView {
+        id,
+        session_id,
+        kind,
+        question,
+        options,
+        details,
+        turn,
+        created_at,
+        deadline,
+        agent: None,
+        invoke: None,
+    }
+}
