@@ -68,11 +68,13 @@ pub enum ErrorKind {
     TurnFailed,
     /// The final message did not parse into the requested type; see [`Error::raw_text`].
     InvalidOutput,
-    /// The run's deadline passed. `killed` is false when `turn/interrupt` stopped the turn
-    /// within the grace period, true when the process group had to be killed.
+    /// The run's deadline passed. `stopped` says how the engine ended the turn: interrupted
+    /// within the grace, or (when the interrupt did not land) its Codex process killed when the
+    /// session had it to itself, else the session closed so the sessions sharing that process
+    /// go on; `NotRunning` when the deadline passed before the turn started.
     Deadline {
-        /// Whether Codex's process group was killed (the interrupt did not land in time).
-        killed: bool,
+        /// How the turn was ended.
+        stopped: codex_relay_core::Stopped,
     },
     /// Someone else (another front, [`crate::Session::interrupt`]) interrupted the turn.
     Interrupted,

@@ -1,14 +1,15 @@
-//! One run, start to end: send the prompt, follow the session's log, answer approvals, enforce the deadline (interrupt, grace, kill), and turn the end into a result or a phased error.
+//! One run, start to end: send the prompt, follow the session's log, answer approvals, enforce the deadline (the engine stops exactly this session's turn), and turn the end into a result or a phased error.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use codex_relay_codex::AppServer;
 use codex_relay_core::broker::PendingView;
 use codex_relay_core::event::{TurnEndStatus, Usage};
-use codex_relay_core::{Envelope, Ev, Relay, SayInput, SessionHandle};
+use codex_relay_core::{
+    Envelope, Ev, FollowOptions, Followed, Relay, SayInput, SessionHandle, Stopped,
+};
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 use crate::approval::{Approval, ApprovalRequest};
 use crate::client::Servers;
@@ -41,8 +42,8 @@ pub(crate) struct RunCtx {
 /// The deadline's progress.
 enum Deadline {
     Armed(tokio::time::Instant),
-    Interrupted(tokio::time::Instant),
-    Killed,
+    /// It passed and the engine stopped the turn this way.
+    Passed(Stopped),
     Off,
 }
 
@@ -62,19 +63,29 @@ pub(crate) async fn drive(
     tx: Option<mpsc::UnboundedSender<RunEvent>>,
 ) -> Result<RunResult, Error> {
     let id = ctx.handle.id().to_owned();
-    let shared = ctx.handle.shared().clone();
-    if shared.status().is_running() {
+    let snap = ctx.handle.snapshot();
+    if snap.status.is_running() {
         return Err(Error::new(
             Phase::Request,
             ErrorKind::Busy,
             format!("session {id} is running a turn already; wait for it or interrupt it"),
         )
-        .in_turn(&id, shared.current_turn().as_deref()));
+        .in_turn(&id, ctx.handle.current_turn().as_deref()));
     }
-    let mut changes = shared.subscribe_changes();
-    let mut deltas = shared.subscribe_deltas();
-    let before = shared.snapshot().usage.unwrap_or_default();
-    let mut cursor = shared.last_seq();
+    let before = snap.usage.unwrap_or_default();
+    // Followed from before the turn starts: nothing it logs can be missed.
+    let mut follow = ctx
+        .relay
+        .follow(
+            &id,
+            snap.last_seq,
+            FollowOptions {
+                deltas: true,
+                batch: BATCH,
+            },
+        )
+        .await
+        .map_err(|e| Error::from(e).in_turn(&id, None))?;
     let started = Instant::now();
     let say = SayInput {
         text: spec.text,
@@ -88,7 +99,9 @@ pub(crate) async fn drive(
             .map_err(|_| {
                 Error::new(
                     Phase::Budget,
-                    ErrorKind::Deadline { killed: false },
+                    ErrorKind::Deadline {
+                        stopped: Stopped::NotRunning,
+                    },
                     format!("the run's deadline ({limit:?}) passed before the turn started"),
                 )
                 .in_turn(&id, None)
@@ -100,7 +113,7 @@ pub(crate) async fn drive(
         .turn_id()
         .to_owned();
     // The app-server the turn runs on (already running: `say` attached it).
-    let server = ctx.relay.server().await.ok();
+    let server = ctx.relay.server_of(&id);
     if let Some(s) = &server {
         ctx.servers.note(s);
     }
@@ -116,65 +129,51 @@ pub(crate) async fn drive(
         last_error: None,
         end: None,
     };
-    let mut killed_waits = 0u32;
-    loop {
-        let batch = ctx
-            .relay
-            .events(&id, cursor, BATCH)
-            .await
-            .map_err(|e| Error::from(e).in_turn(&id, Some(&turn)))?;
-        let full = batch.len() == BATCH;
-        for env in batch {
-            cursor = env.seq;
-            seen.take(&env, &ctx);
-            if let Some(tx) = &tx {
-                let _ = tx.send(RunEvent::Event(env));
-            }
-        }
-        if seen.end.is_some() {
-            break;
-        }
-        if full {
-            // More is logged already: read on before waiting.
-            continue;
-        }
-        if let Deadline::Killed = deadline {
-            // Codex is gone; the session logs its exit as the turn's end shortly (bounded).
-            killed_waits += 1;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            if shared.current_turn().as_deref() != Some(turn.as_str()) || killed_waits > 100 {
-                break;
-            }
-            continue;
-        }
+    while seen.end.is_none() {
         let wake = match deadline {
-            Deadline::Armed(at) | Deadline::Interrupted(at) => Some(at),
-            Deadline::Killed | Deadline::Off => None,
+            Deadline::Armed(at) => Some(at),
+            Deadline::Passed(_) | Deadline::Off => None,
         };
-        tokio::select! {
-            changed = changes.changed() => {
-                if changed.is_err() {
-                    break;
-                }
+        // Once the deadline stopped the turn, its end is logged shortly (bounded).
+        let give_up = matches!(deadline, Deadline::Passed(_)).then(|| {
+            tokio::time::Instant::now() + codex_relay_codex::platform::tree::STOP_GRACE * 5
+        });
+        let next = tokio::select! {
+            next = follow.next() => next,
+            _ = sleep_until(wake), if wake.is_some() => {
+                tracing::info!(session = %id, "run deadline passed; stopping the turn");
+                let stopped = ctx
+                    .relay
+                    .stop_turn(&id, spec.grace)
+                    .await
+                    .map_err(|e| Error::from(e).in_turn(&id, Some(&turn)))?;
+                deadline = Deadline::Passed(stopped);
+                continue;
             }
-            delta = deltas.recv() => match delta {
-                Ok(d) if d.turn == turn && d.agent.is_none() => {
+            _ = sleep_until(give_up), if give_up.is_some() => break,
+        };
+        match next {
+            Some(Ok(Followed::Events(batch))) => {
+                for env in batch {
+                    seen.take(&env, &ctx);
                     if let Some(tx) = &tx {
-                        let _ = tx.send(RunEvent::Delta(d));
+                        let _ = tx.send(RunEvent::Event(env));
                     }
                 }
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => break,
-            },
-            _ = sleep_until(wake), if wake.is_some() => {
-                deadline = on_deadline(&ctx, deadline, spec.grace, server.as_deref()).await;
             }
+            Some(Ok(Followed::Delta(d))) => {
+                if d.turn == turn
+                    && d.agent.is_none()
+                    && let Some(tx) = &tx
+                {
+                    let _ = tx.send(RunEvent::Delta(d));
+                }
+            }
+            Some(Ok(Followed::End)) | None => break,
+            Some(Err(e)) => return Err(Error::from(e).in_turn(&id, Some(&turn))),
         }
     }
     let elapsed = started.elapsed();
-    if let (Deadline::Interrupted(_), Some(server)) = (&deadline, &server) {
-        stop_background_terminals(server, &id, spec.grace).await;
-    }
     let stderr = server
         .as_ref()
         .map(|s| s.process().stderr_tail().text())
@@ -182,74 +181,10 @@ pub(crate) async fn drive(
     finish(ctx, seen, deadline, before, elapsed, stderr, spec.deadline)
 }
 
-/// After a deadline's interrupt: Codex 0.169 keeps the turn's commands running as background
-/// terminals of the thread (a `sleep 30` outlives the interrupted turn); they are stopped too.
-/// Older Codex stops them with the turn and does not know the method.
-async fn stop_background_terminals(server: &AppServer, thread: &str, grace: Duration) {
-    let params = serde_json::json!({ "threadId": thread });
-    match server
-        .peer()
-        .request("thread/backgroundTerminals/clean", &params, Some(grace))
-        .await
-    {
-        Ok(_) => {}
-        Err(codex_relay_codex::PeerError::Unsupported { .. }) => {}
-        Err(e) => tracing::warn!(
-            thread,
-            "stopping the turn's background terminals failed: {e}"
-        ),
-    }
-}
-
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The deadline passed (`Armed`): interrupt and give the turn `grace` to stop. The grace
-/// passed too (`Interrupted`): kill Codex's process group.
-async fn on_deadline(
-    ctx: &RunCtx,
-    state: Deadline,
-    grace: Duration,
-    server: Option<&AppServer>,
-) -> Deadline {
-    match state {
-        Deadline::Armed(_) => {
-            let until = tokio::time::Instant::now() + grace;
-            tracing::info!(
-                session = ctx.handle.id(),
-                "run deadline passed; interrupting the turn"
-            );
-            let handle = ctx.handle.clone();
-            // The interrupt's answer is not awaited past the grace: the loop keeps watching.
-            tokio::spawn(async move {
-                if let Err(e) = tokio::time::timeout(grace, handle.interrupt()).await {
-                    tracing::warn!("turn/interrupt did not answer within the grace: {e}");
-                }
-            });
-            Deadline::Interrupted(until)
-        }
-        Deadline::Interrupted(_) => {
-            tracing::warn!(
-                session = ctx.handle.id(),
-                "the turn did not stop within the grace; killing Codex's process group"
-            );
-            match server {
-                Some(s) => {
-                    // Codex 0.169's sandbox helper runs commands in a session of its own,
-                    // outside the group: the whole tree goes.
-                    use codex_relay_codex::platform::tree;
-                    let procs = tree::descendants(s.pid());
-                    tree::stop(s.pid(), None, &procs, tree::STOP_GRACE);
-                }
-                None => ctx.relay.shutdown().await,
-            }
-            Deadline::Killed
-        }
-        other => other,
     }
 }
 
@@ -356,7 +291,7 @@ fn minus(after: &Usage, before: &Usage) -> Usage {
 /// The raw error object of the turn's end (or its last fatal `error` notification), from the
 /// raw Codex lines the session keeps.
 fn raw_turn_error(ctx: &RunCtx, turn: &str) -> Option<Value> {
-    let raws = ctx.handle.shared().raw_tail();
+    let raws = ctx.handle.raw_tail();
     let mut from_error = None;
     for line in raws.iter().rev() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
@@ -397,7 +332,7 @@ fn finish(
     let limit = limit.unwrap_or_default();
     let (status, end_error) = match seen.end.clone() {
         Some(end) => end,
-        None if matches!(deadline, Deadline::Killed) => (TurnEndStatus::Failed, None),
+        None if matches!(deadline, Deadline::Passed(_)) => (TurnEndStatus::Cancelled, None),
         None => {
             return Err(Error::new(
                 Phase::Codex,
@@ -409,17 +344,28 @@ fn finish(
         }
     };
     let err = match (status, &deadline) {
-        (_, Deadline::Killed) => Some(Error::new(
+        (_, Deadline::Passed(Stopped::Killed)) => Some(Error::new(
             Phase::Budget,
-            ErrorKind::Deadline { killed: true },
+            ErrorKind::Deadline {
+                stopped: Stopped::Killed,
+            },
             format!(
-                "the run's deadline ({limit:?}) passed; the turn did not stop within the grace after turn/interrupt, so Codex's process group was killed"
+                "the run's deadline ({limit:?}) passed; the turn did not stop within the grace after turn/interrupt, so its Codex process group was killed (the session had it to itself)"
+            ),
+        )),
+        (_, Deadline::Passed(Stopped::Closed)) => Some(Error::new(
+            Phase::Budget,
+            ErrorKind::Deadline {
+                stopped: Stopped::Closed,
+            },
+            format!(
+                "the run's deadline ({limit:?}) passed; the turn did not stop within the grace after turn/interrupt, and its Codex process serves other sessions, so this session was closed"
             ),
         )),
         (TurnEndStatus::Completed, _) => None,
-        (TurnEndStatus::Cancelled, Deadline::Interrupted(_)) => Some(Error::new(
+        (TurnEndStatus::Cancelled, Deadline::Passed(stopped)) => Some(Error::new(
             Phase::Budget,
-            ErrorKind::Deadline { killed: false },
+            ErrorKind::Deadline { stopped: *stopped },
             format!(
                 "the run's deadline ({limit:?}) passed; the turn was interrupted (turn/interrupt) and stopped within the grace"
             ),

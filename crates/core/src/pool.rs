@@ -344,6 +344,26 @@ impl Pool {
         });
     }
 
+    /// The app-server serving `session`, if it is placed and its process runs.
+    pub fn server_of(&self, session: &str) -> Option<Arc<AppServer>> {
+        let t = self.lock();
+        let id = t.placed.get(session)?;
+        let m = t.members.iter().find(|m| m.id == *id)?;
+        m.source.current()
+    }
+
+    /// How many other sessions share `session`'s process (placed or being created there).
+    pub fn sessions_beside(&self, session: &str) -> usize {
+        let t = self.lock();
+        let Some(id) = t.placed.get(session) else {
+            return 0;
+        };
+        t.members
+            .iter()
+            .find(|m| m.id == *id)
+            .map_or(0, |m| m.load().saturating_sub(1))
+    }
+
     /// The process serving `session`, if it is placed and its process runs.
     pub fn pid_of(&self, session: &str) -> Option<u32> {
         let t = self.lock();

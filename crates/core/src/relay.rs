@@ -221,6 +221,11 @@ impl Relay {
 
     /// A running app-server with the relay's settings (started if needed), for calls that
     /// belong to no session (listing threads, health checks).
+    /// The app-server serving session `id`, if it is placed on one and that process runs.
+    pub fn server_of(&self, id: &str) -> Option<Arc<AppServer>> {
+        self.inner.servers.server_of(id)
+    }
+
     pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
         self.inner.servers.any().await
     }

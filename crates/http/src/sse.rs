@@ -12,8 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use codex_relay_core::{Envelope, Ev, Relay, SessionStatus};
-use tokio::sync::broadcast;
+use codex_relay_core::{Envelope, Ev, Follow, FollowOptions, Followed};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
@@ -81,23 +80,24 @@ pub async fn stream(
 ) -> Result<Response, ApiError> {
     let after = cursor(&headers, &q)?;
     st.relay.status(&id)?;
-    let handle = st.relay.session(&id).await?;
-    let shared = handle.shared().clone();
-    // Subscribe first, read second: nothing appended after this point can be missed.
+    let follow = st
+        .relay
+        .follow(
+            &id,
+            after,
+            FollowOptions {
+                deltas: true,
+                batch: BATCH,
+            },
+        )
+        .await?;
     let mut keep_alive =
         tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let pump = Pump {
-        changes: shared.subscribe_changes(),
-        deltas: shared.subscribe_deltas(),
         frames: st.frames.session(&id),
-        shared,
-        relay: st.relay.clone(),
-        id,
-        cursor: after,
+        follow,
         keep_alive,
-        read_now: true,
-        ended: false,
         _counted: Subscriber::new(&st.metrics),
     };
     // The stream runs in the connection's own task: no task or queue per subscriber; when
@@ -137,55 +137,24 @@ pub fn sse_response(body: Body) -> Response {
         .into_response()
 }
 
-/// One subscriber's position in a session's log.
+/// One subscriber's position in a session's log, and its frames.
 struct Pump {
-    relay: Relay,
-    id: String,
-    cursor: u64,
-    changes: tokio::sync::watch::Receiver<u64>,
-    deltas: broadcast::Receiver<codex_relay_core::event::Delta>,
+    follow: Follow,
     keep_alive: tokio::time::Interval,
-    /// Read the log before waiting (at the start, after a change, after a full batch).
-    read_now: bool,
-    ended: bool,
     frames: std::sync::Arc<crate::frames::SessionFrames>,
-    shared: std::sync::Arc<codex_relay_core::session::SessionShared>,
     _counted: Subscriber,
 }
 
 impl Pump {
     /// The next chunk: every logged event after the cursor (up to a batch, as one chunk), or
     /// else, once something happens, a delta, a keep-alive or the end. `None` ends the stream.
-    /// The events after the cursor: from memory when they are there (one session lock), else
-    /// through the relay (the store).
-    async fn read(&self) -> Option<Vec<std::sync::Arc<codex_relay_core::Envelope>>> {
-        if let Some(events) = self.shared.events_in_memory(self.cursor, BATCH) {
-            return Some(events);
-        }
-        match self.relay.events(&self.id, self.cursor, BATCH).await {
-            Ok(b) => Some(b),
-            Err(e) => {
-                tracing::warn!(session = %self.id, "SSE stream stops: {e}");
-                None
-            }
-        }
-    }
-
     async fn next_chunk(&mut self) -> Option<Bytes> {
-        if self.ended {
-            return None;
-        }
-        loop {
-            let batch = if self.read_now {
-                self.read().await?
-            } else {
-                Vec::new()
-            };
-            if let Some(last) = batch.last().map(|e| e.seq) {
-                self.cursor = last;
-                // A full batch: more may be there. Otherwise the next read waits for a change
-                // (one made after this read is pending on `changes`, so none is missed).
-                self.read_now = batch.len() == BATCH;
+        let next = tokio::select! {
+            next = self.follow.next() => next?,
+            _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
+        };
+        match next {
+            Ok(Followed::Events(batch)) => {
                 if let [one] = batch.as_slice() {
                     return Some(self.frames.get(one));
                 }
@@ -193,32 +162,26 @@ impl Pump {
                 for env in &batch {
                     chunk.extend_from_slice(&self.frames.get(env));
                 }
-                return Some(Bytes::from(chunk));
+                Some(Bytes::from(chunk))
             }
-            if self.shared.status() == SessionStatus::Closed
-                && self.cursor >= self.shared.last_seq()
-            {
-                self.ended = true;
+            Ok(Followed::Delta(d)) => {
+                let mut text = String::new();
+                frame(
+                    &mut text,
+                    "delta",
+                    None,
+                    &serde_json::to_string(&d).unwrap_or_default(),
+                );
+                Some(Bytes::from(text))
+            }
+            Ok(Followed::End) => {
                 let mut text = String::new();
                 frame(&mut text, "end", None, r#"{"reason":"closed"}"#);
-                return Some(Bytes::from(text));
+                Some(Bytes::from(text))
             }
-            tokio::select! {
-                changed = self.changes.changed() => {
-                    changed.ok()?;
-                    self.read_now = true;
-                }
-                delta = self.deltas.recv() => match delta {
-                    Ok(d) => {
-                        let mut text = String::new();
-                        frame(&mut text, "delta", None, &serde_json::to_string(&d).unwrap_or_default());
-                        return Some(Bytes::from(text));
-                    }
-                    // Deltas are a preview; the logged events carry the full text.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
+            Err(e) => {
+                tracing::warn!(session = %self.follow.session_id(), "SSE stream stops: {e}");
+                None
             }
         }
     }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use codex_relay_core::event::TurnEndStatus;
-use codex_relay_core::{PendingView, Relay, SayInput};
+use codex_relay_core::{FollowOptions, Followed, PendingView, Relay, SayInput};
 use rmcp::model::{
     CallToolResult, ClientResult, ContentBlock, CustomNotification, CustomRequest, RequestId,
     ServerNotification, ServerRequest,
@@ -99,8 +99,18 @@ impl Call {
         prompt: String,
     ) -> Result<CallToolResult, String> {
         let handle = relay.session(id).await.map_err(|e| e.to_string())?;
-        let mut deltas = handle.shared().subscribe_deltas();
-        let mut cursor = handle.snapshot().last_seq;
+        // Followed from before the turn starts: nothing it logs can be missed.
+        let mut follow = relay
+            .follow(
+                id,
+                handle.snapshot().last_seq,
+                FollowOptions {
+                    deltas: true,
+                    batch: BATCH,
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
         let outcome = relay
             .say(id, SayInput::text(prompt))
             .await
@@ -111,12 +121,41 @@ impl Call {
         let mut tr = Translator::default();
         let mut cancelled_at: Option<tokio::time::Instant> = None;
         loop {
-            let events = relay
-                .events(id, cursor, BATCH)
-                .await
-                .map_err(|e| e.to_string())?;
+            let settle = async {
+                match cancelled_at {
+                    Some(at) => tokio::time::sleep_until(at + CANCEL_SETTLE).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let next = tokio::select! {
+                next = follow.next() => next,
+                _ = self.ct.cancelled(), if cancelled_at.is_none() => {
+                    cancelled_at = Some(tokio::time::Instant::now());
+                    if let Err(e) = relay.interrupt(id).await {
+                        tracing::warn!(session = id, "interrupting the cancelled call's turn failed: {e}");
+                    }
+                    continue;
+                }
+                _ = settle => {
+                    return Err("the call was cancelled; the turn did not end in time".into());
+                }
+            };
+            let events = match next {
+                Some(Ok(Followed::Events(events))) => events,
+                Some(Ok(Followed::Delta(d))) => {
+                    if d.turn == turn
+                        && let Some(msg) = tr.delta(&d)
+                    {
+                        self.notify(id, &turn, msg).await;
+                    }
+                    continue;
+                }
+                Some(Ok(Followed::End)) | None => {
+                    return Err("the session was closed before the turn ended".into());
+                }
+                Some(Err(e)) => return Err(e.to_string()),
+            };
             for env in events {
-                cursor = env.seq;
                 let t = tr.event(&env);
                 for msg in t.msgs {
                     self.notify(id, &turn, msg).await;
@@ -131,29 +170,6 @@ impl Call {
                         return Err("the call was cancelled; the turn was interrupted".into());
                     }
                     return Ok(finish(id, status, error, tr.last_agent_message.take()));
-                }
-            }
-            let settle = async {
-                match cancelled_at {
-                    Some(at) => tokio::time::sleep_until(at + CANCEL_SETTLE).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = relay.wait(id, cursor, Duration::from_secs(30)) => {}
-                d = deltas.recv() => {
-                    if let Ok(d) = d && d.turn == turn && let Some(msg) = tr.delta(&d) {
-                        self.notify(id, &turn, msg).await;
-                    }
-                }
-                _ = self.ct.cancelled(), if cancelled_at.is_none() => {
-                    cancelled_at = Some(tokio::time::Instant::now());
-                    if let Err(e) = relay.interrupt(id).await {
-                        tracing::warn!(session = id, "interrupting the cancelled call's turn failed: {e}");
-                    }
-                }
-                _ = settle => {
-                    return Err("the call was cancelled; the turn did not end in time".into());
                 }
             }
         }

@@ -10,7 +10,9 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use codex_relay_core::answer::PendingKind;
-use codex_relay_core::{Answer, PendingView, Relay, RelayError, Scope, SessionStatus};
+use codex_relay_core::{
+    Answer, Ev, Follow, FollowOptions, Followed, PendingView, Relay, RelayError, Scope,
+};
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
     ServerRequest,
@@ -51,6 +53,12 @@ impl Drop for Elicitor {
     }
 }
 
+/// Following a session for its requests: no live deltas.
+const NO_DELTAS: FollowOptions = FollowOptions {
+    deltas: false,
+    batch: 256,
+};
+
 impl Elicitor {
     pub fn new(relay: Relay) -> Self {
         Self {
@@ -74,17 +82,24 @@ impl Elicitor {
         {
             return;
         }
-        let Ok(handle) = self.relay.session(session_id).await else {
+        let Ok(snap) = self.relay.status(session_id) else {
             return;
         };
-        let changes = handle.shared().subscribe_changes();
+        // Followed from now; what is pending already is asked first.
+        let Ok(follow) = self
+            .relay
+            .follow(session_id, snap.last_seq, NO_DELTAS)
+            .await
+        else {
+            return;
+        };
         let task = Watch {
             relay: self.relay.clone(),
             peer: peer.clone(),
             session: session_id.to_owned(),
             stop: self.stop.clone(),
         };
-        tokio::spawn(task.run(changes, handle));
+        tokio::spawn(task.run(follow));
     }
 }
 
@@ -97,27 +112,33 @@ struct Watch {
 }
 
 impl Watch {
-    async fn run(
-        self,
-        mut changes: tokio::sync::watch::Receiver<u64>,
-        handle: codex_relay_core::SessionHandle,
-    ) {
+    async fn run(self, mut follow: Follow) {
         let mut asked: HashSet<String> = HashSet::new();
+        let mut open = self.relay.pending(Some(&self.session));
         loop {
-            for p in self.relay.pending(Some(&self.session)) {
+            for p in open.drain(..) {
                 if asked.insert(p.id.clone())
                     && let Some(form) = Form::for_request(&p)
                 {
                     tokio::spawn(self.clone().ask(p, form));
                 }
             }
-            if handle.shared().status() == SessionStatus::Closed || self.peer.is_transport_closed()
-            {
+            if self.peer.is_transport_closed() {
                 break;
             }
-            tokio::select! {
-                changed = changes.changed() => if changed.is_err() { break },
+            let next = tokio::select! {
+                next = follow.next() => next,
                 _ = self.stop.cancelled() => break,
+            };
+            match next {
+                Some(Ok(Followed::Events(events))) => {
+                    open.extend(events.iter().filter_map(|e| match &e.ev {
+                        Ev::RequestOpened { request } => Some((**request).clone()),
+                        _ => None,
+                    }))
+                }
+                Some(Ok(Followed::Delta(_))) => {}
+                Some(Ok(Followed::End)) | Some(Err(_)) | None => break,
             }
         }
         tracing::debug!(session = %self.session, "elicitation watcher stopped");
@@ -132,13 +153,31 @@ impl Watch {
 
     /// Waits until request `id` is no longer pending (answered elsewhere, timed out, ...).
     async fn resolved(&self, id: &str) {
-        let Ok(handle) = self.relay.session(&self.session).await else {
+        let Ok(snap) = self.relay.status(&self.session) else {
             return;
         };
-        let mut changes = handle.shared().subscribe_changes();
-        while self.still_pending(id) {
-            if changes.changed().await.is_err() {
-                return;
+        // Followed first, looked at second: a resolution in between is not missed.
+        let Ok(mut follow) = self
+            .relay
+            .follow(&self.session, snap.last_seq, NO_DELTAS)
+            .await
+        else {
+            return;
+        };
+        if !self.still_pending(id) {
+            return;
+        }
+        while let Some(Ok(next)) = follow.next().await {
+            match next {
+                Followed::Events(events) => {
+                    if events.iter().any(|e| {
+                        matches!(&e.ev, Ev::RequestResolved { id: resolved, .. } if resolved == id)
+                    }) {
+                        return;
+                    }
+                }
+                Followed::Delta(_) => {}
+                Followed::End => return,
             }
         }
     }

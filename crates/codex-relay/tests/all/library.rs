@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::library_support::Bed;
 use codex_relay::event::{Ev, ToolEndStatus};
-use codex_relay::{Approval, ApprovalDecision, ApprovalKind, ErrorKind, Phase, RunEvent, Tool};
+use codex_relay::{
+    Approval, ApprovalDecision, ApprovalKind, ErrorKind, Phase, RunEvent, Stopped, Tool,
+};
 use codex_relay_testkit::{Item, Reply, for_each_codex};
 use futures::StreamExt;
 use serde::Deserialize;
@@ -380,7 +382,13 @@ async fn a_deadline_interrupts_sleep_30_within_the_grace(version: &'static str) 
         .expect_err("the deadline passes");
     let took = started.elapsed();
     assert_eq!(err.phase(), Phase::Budget, "{err}");
-    assert_eq!(err.kind(), &ErrorKind::Deadline { killed: false }, "{err}");
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::Deadline {
+            stopped: Stopped::Interrupted
+        },
+        "{err}"
+    );
     assert!(err.to_string().contains("interrupted"), "{err}");
     assert!(took >= deadline && took < deadline + grace, "{took:?}");
     // The command had started, and went with the turn.
@@ -448,10 +456,17 @@ async fn a_deadline_kills_the_process_group_when_the_interrupt_does_not_land() {
         .await
         .expect_err("the deadline passes");
     let took = started.elapsed();
-    assert_eq!(err.kind(), &ErrorKind::Deadline { killed: true }, "{err}");
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::Deadline {
+            stopped: Stopped::Killed
+        },
+        "{err}"
+    );
     assert_eq!(err.phase(), Phase::Budget);
     assert!(
-        err.to_string().contains("process group was killed"),
+        err.to_string().contains("process group was killed")
+            && err.to_string().contains("to itself"),
         "{err}"
     );
     assert!(
@@ -464,4 +479,126 @@ async fn a_deadline_kills_the_process_group_when_the_interrupt_does_not_land() {
     assert!(left.is_empty(), "the command outlived the kill: {left:?}");
     println!("kill path: deadline {deadline:?} + grace {grace:?} → killed after {took:?}");
     client.shutdown().await;
+}
+
+/// Two sessions on one app-server (the real Codex): a run with a deadline in the first ends
+/// interrupted (Codex stops the turn when asked, within the grace), and the second session's
+/// turn, running meanwhile on the same process, completes; the process was never stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_in_one_session_leaves_the_other_on_the_same_process_alone() {
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
+    bed.model.route(
+        "SLOW",
+        [Reply::exec("sleep 30", "call_slow"), Reply::text("never")],
+    );
+    bed.model.route(
+        "STEADY",
+        [
+            Reply::exec("sleep 6; echo steady", "call_steady"),
+            Reply::text("steady done"),
+        ],
+    );
+    let first = bed.client.session(bed.options()).await.unwrap();
+    let second = bed.client.session(bed.options()).await.unwrap();
+    let relay = bed.client.relay();
+    let pid = relay.server_of(first.id()).map(|s| s.pid());
+    assert!(pid.is_some(), "the first session has its process");
+    assert_eq!(
+        relay.server_of(second.id()).map(|s| s.pid()),
+        pid,
+        "both sessions are on one app-server"
+    );
+    let steady = tokio::spawn({
+        let second = second.clone();
+        async move { second.run("STEADY go").await }
+    });
+    let err = first
+        .prompt("SLOW go")
+        .deadline(Duration::from_secs(3))
+        .interrupt_grace(Duration::from_secs(10))
+        .run()
+        .await
+        .expect_err("the deadline passes");
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::Deadline {
+            stopped: Stopped::Interrupted
+        },
+        "{err}"
+    );
+    let done = steady
+        .await
+        .unwrap()
+        .expect("the second session's turn completes");
+    assert_eq!(done.text, "steady done");
+    assert_eq!(
+        relay.server_of(second.id()).map(|s| s.pid()),
+        pid,
+        "the shared process was not stopped"
+    );
+    bed.client.shutdown().await;
+}
+
+/// Two sessions on one app-server that does not stop turns when asked (a fake, as the real
+/// Codex always does): past the grace the first session is closed, not the process, so the
+/// second goes on working on it; the first's log ends its turn as cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_grace_a_shared_process_is_kept_and_the_session_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("deaf-shared-{}", std::process::id());
+    let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fakes/deaf-app-server");
+    let client = codex_relay::ClientBuilder::new()
+        .codex_binary(fake)
+        .codex_env("DEAF_MARKER", Some(marker.clone().into()))
+        .store(dir.path().join("relay.db").display().to_string())
+        .build()
+        .await
+        .unwrap();
+    let options = || codex_relay::SessionOptions::new().cwd(dir.path().display().to_string());
+    let first = client.session(options()).await.unwrap();
+    let second = client.session(options()).await.unwrap();
+    let relay = client.relay();
+    let pid = relay.server_of(first.id()).map(|s| s.pid());
+    assert_eq!(
+        relay.server_of(second.id()).map(|s| s.pid()),
+        pid,
+        "one process"
+    );
+    let err = first
+        .prompt("never ends")
+        .deadline(Duration::from_secs(1))
+        .interrupt_grace(Duration::from_secs(1))
+        .run()
+        .await
+        .expect_err("the deadline passes");
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::Deadline {
+            stopped: Stopped::Closed
+        },
+        "{err}"
+    );
+    assert!(err.to_string().contains("serves other sessions"), "{err}");
+    let events = relay.events(first.id(), 0, 1000).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.ev, Ev::TurnEnd { status, .. }
+            if *status == codex_relay::event::TurnEndStatus::Cancelled)),
+        "the first session's log ends the turn: {events:?}"
+    );
+    assert_eq!(relay.status(first.id()).unwrap().status.as_str(), "closed");
+    // The process was not stopped: the second session still works on it.
+    let done = second
+        .run("QUICK please")
+        .await
+        .expect("the second session works");
+    assert_eq!(done.text, "quick done");
+    assert_eq!(relay.server_of(second.id()).map(|s| s.pid()), pid);
+    client.shutdown().await;
+    let left = codex_relay_testkit::procs::pids_with_cmdline(&marker);
+    assert!(
+        left.is_empty(),
+        "the fake's command outlived the shutdown: {left:?}"
+    );
 }

@@ -93,7 +93,12 @@ impl Actor {
                 Flow::Continue
             }
             Command::Interrupt { reply } => {
-                let _ = reply.send(self.interrupt().await);
+                // Answered from its own task: a Codex slow to answer `turn/interrupt` must not
+                // hold up the session's commands (a close, say) and events meanwhile.
+                let asked = self.interrupt();
+                tokio::spawn(async move {
+                    let _ = reply.send(asked.await);
+                });
                 Flow::Continue
             }
             Command::Close { force, reply } => {
@@ -225,22 +230,29 @@ impl Actor {
     }
 
     /// Interrupts the running turn and every running sub-agent turn, all at once.
-    async fn interrupt(&mut self) -> Result<bool, RelayError> {
-        let Some(server) = &self.server else {
-            return Ok(false);
-        };
+    /// Asks Codex to interrupt the running turns (the session's and its sub-agents'); the
+    /// returned future owns what it needs, so it can run apart from the actor.
+    fn interrupt(&self) -> impl std::future::Future<Output = Result<bool, RelayError>> + use<> {
+        let server = self.server.clone();
         let turns = self.running_turns();
-        if turns.is_empty() {
-            return Ok(false);
-        }
-        let calls = turns
-            .iter()
-            .map(|(thread, turn)| server.turn_interrupt(thread, turn));
-        let results = futures::future::join_all(calls).await;
-        // The session's own turn decides the answer; a sub-agent that ended meanwhile is fine.
-        match results.into_iter().next() {
-            Some(Err(e)) if self.shared.current_turn().is_some() => Err(e.into()),
-            _ => Ok(true),
+        let shared = self.shared.clone();
+        async move {
+            let Some(server) = server else {
+                return Ok(false);
+            };
+            if turns.is_empty() {
+                return Ok(false);
+            }
+            let calls = turns
+                .iter()
+                .map(|(thread, turn)| server.turn_interrupt(thread, turn));
+            let results = futures::future::join_all(calls).await;
+            // The session's own turn decides the answer; a sub-agent that ended meanwhile is
+            // fine.
+            match results.into_iter().next() {
+                Some(Err(e)) if shared.current_turn().is_some() => Err(e.into()),
+                _ => Ok(true),
+            }
         }
     }
 

@@ -19,7 +19,8 @@ pub(crate) use actor::{Actor, Command};
 pub use agents::AgentInfo;
 pub(crate) use shared::Logged;
 pub(crate) use shared::RAW_CHUNK;
-pub use shared::{Origin, SessionShared, SessionSnapshot, SessionStatus};
+pub(crate) use shared::{Origin, SessionShared};
+pub use shared::{SessionSnapshot, SessionStatus};
 
 use crate::error::RelayError;
 
@@ -90,10 +91,6 @@ impl SessionHandle {
         &self.shared.id
     }
 
-    pub fn shared(&self) -> &Arc<SessionShared> {
-        &self.shared
-    }
-
     async fn ask<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, RelayError>>) -> Command,
@@ -121,6 +118,16 @@ impl SessionHandle {
     /// resolves its pending requests fail-closed, and stops its actor.
     pub async fn close(&self, force: bool) -> Result<(), RelayError> {
         self.ask(|reply| Command::Close { force, reply }).await
+    }
+
+    /// The turn running now, if any.
+    pub fn current_turn(&self) -> Option<String> {
+        self.shared.current_turn()
+    }
+
+    /// The last raw Codex lines this session kept (for error details).
+    pub fn raw_tail(&self) -> Vec<Arc<String>> {
+        self.shared.raw_tail()
     }
 
     pub fn snapshot(&self) -> SessionSnapshot {

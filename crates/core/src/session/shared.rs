@@ -9,7 +9,6 @@ use tokio::sync::{broadcast, watch};
 
 use super::agents::{AgentInfo, Agents};
 pub use super::status::{SessionSnapshot, SessionStatus};
-use crate::answer::PendingKind;
 use crate::broker::PendingView;
 use crate::event::{AgentRef, Delta, Envelope, Ev, Role, TurnEndStatus, Usage};
 use crate::ids::now_ms;
@@ -399,14 +398,31 @@ impl SessionShared {
     }
 
     /// Ends the running turns (the session's and its sub-agents') that Codex will not end
-    /// itself (Codex died).
+    /// itself (Codex died): logged as failed.
     pub(crate) fn abandon_turn(&self, why: &str) {
+        self.end_turns(TurnEndStatus::Failed, why);
+    }
+
+    /// Ends the running turns that the relay gave up on (a deadline past its grace): logged as
+    /// cancelled.
+    pub(crate) fn end_turn_cancelled(&self, why: &str) {
+        self.end_turns(TurnEndStatus::Cancelled, why);
+    }
+
+    /// The session's own thread and its sub-agents'.
+    pub(crate) fn all_threads(&self) -> Vec<String> {
+        let mut threads = vec![self.id.clone()];
+        threads.extend(self.agent_threads());
+        threads
+    }
+
+    fn end_turns(&self, status: TurnEndStatus, why: &str) {
         let (turn, agents) = {
             let s = self.lock();
             (s.turn.clone(), s.agents.running())
         };
         let end = || Ev::TurnEnd {
-            status: TurnEndStatus::Failed,
+            status,
             error: Some(why.into()),
         };
         let mut events: Vec<Logged> = agents
@@ -602,10 +618,6 @@ impl SessionShared {
             updated_at: s.updated_at,
             store_fault: self.store.fault(),
         }
-    }
-
-    pub fn pending_kinds(&self) -> Vec<PendingKind> {
-        self.lock().pending.iter().map(|p| p.kind).collect()
     }
 
     /// Events with `seq > after` held in memory, or `None` when older ones were evicted and the

@@ -35,7 +35,11 @@ mod live_deltas {
             })
             .await
             .unwrap();
-        let mut deltas = h.shared().subscribe_deltas();
+        let mut follow = env
+            .relay
+            .follow(h.id(), 0, codex_relay_core::FollowOptions::default())
+            .await
+            .unwrap();
         env.relay
             .say(h.id(), codex_relay_core::SayInput::text("print two lines"))
             .await
@@ -45,8 +49,13 @@ mod live_deltas {
         })
         .await;
         let mut streamed = String::new();
-        while let Ok(d) = deltas.try_recv() {
-            if d.stream == "output" {
+        // Everything the turn logged and streamed has been sent; read until nothing comes.
+        while let Ok(Some(Ok(next))) =
+            tokio::time::timeout(std::time::Duration::from_millis(300), follow.next()).await
+        {
+            if let codex_relay_core::Followed::Delta(d) = next
+                && d.stream == "output"
+            {
                 streamed.push_str(&d.delta);
             }
         }
