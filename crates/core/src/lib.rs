@@ -9,7 +9,10 @@
 //!   Codex notifications into it (see docs/EVENTS.md).
 //! - [`store`]: SQLite or Postgres, batched writes (see docs/STORE.md).
 //! - [`modes`]: permission modes → approval policy + sandbox.
+//! - [`start`]: a start request as the fronts take it, checked once.
 //! - [`policy`]: the operator's limits on what a client may start.
+//! - [`follow`]: a session's events after a seq, then live, then its end.
+//! - [`control`]: stopping one session's turn without touching the sessions beside it.
 //! - [`workspace`]: fingerprints for thread reuse; isolated copies of host mounts.
 //! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
 
@@ -37,6 +40,7 @@ mod recovery;
 pub mod relay;
 pub mod session;
 mod slots;
+pub mod start;
 pub mod store;
 mod store_notice;
 mod tool;
@@ -59,4 +63,5 @@ pub use policy::StartPolicy;
 pub use pool::CodexProcessView;
 pub use relay::{CreateOptions, DynamicTool, Relay, RelayConfig, ToolHandler};
 pub use session::{SayInput, SayOutcome, SessionHandle, SessionSnapshot, SessionStatus};
+pub use start::{InvalidStart, StartRequest};
 pub use views::{ResolvedBy, SessionMeta};

@@ -19,10 +19,10 @@ pub struct CreateSession {
     pub model: Option<String>,
     /// `untrusted`, `on-failure`, `on-request` or `never`.
     #[schema(value_type = Option<String>)]
-    pub approval_policy: Option<codex_relay_mcp::params::ApprovalPolicyParam>,
+    pub approval_policy: Option<codex_relay_protocol::v2::ApprovalPolicy>,
     /// `read-only`, `workspace-write` or `danger-full-access`.
     #[schema(value_type = Option<String>)]
-    pub sandbox: Option<codex_relay_mcp::params::SandboxParam>,
+    pub sandbox: Option<codex_relay_protocol::v2::SandboxMode>,
     /// approvalPolicy "on-request" + sandbox "workspace-write" (explicit values win).
     pub full_auto: Option<bool>,
     /// No approvals and no sandbox; only for isolated environments.

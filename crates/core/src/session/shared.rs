@@ -15,12 +15,7 @@ use crate::ids::now_ms;
 use crate::store::{SessionRecord, Store, StoredEvent};
 use crate::views::SessionMeta;
 
-/// Where an event of a sub-agent comes from; absent for the session's own thread.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Origin {
-    pub invoke: Option<String>,
-    pub agent: AgentRef,
-}
+pub use crate::event::Origin;
 
 /// One event to log, with its role, turn and origin.
 #[derive(Debug, Clone)]
