@@ -333,6 +333,11 @@ impl SessionShared {
     /// Recomputes the status; on a change, logs a status event and writes the session row.
     fn refresh_status(&self, s: &mut State) {
         let next = Self::derive(s);
+        self.set_status(s, next);
+    }
+
+    /// Moves to status `next`: logs a status event and writes the session row if it changed.
+    fn set_status(&self, s: &mut State, next: SessionStatus) {
         if next != s.status {
             s.status = next;
             self.status.send_replace(next);
@@ -540,6 +545,21 @@ impl SessionShared {
         self.changed.send_modify(|v| *v += 1);
     }
 
+    /// A closed session someone resumes explicitly (the library's `resume`, `run --resume`) is
+    /// open again: idle, until its next turn.
+    pub(crate) fn reopen(&self) {
+        let mut s = self.lock();
+        if !s.closed {
+            return;
+        }
+        s.closed = false;
+        // Nothing runs in a closed session: it is idle until its next turn starts.
+        s.last_outcome = None;
+        self.set_status(&mut s, SessionStatus::Idle);
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
     /// Sends a live delta to its subscribers (none yet: it goes nowhere, as it would with a
     /// channel nobody listens to).
     pub fn push_delta(&self, d: Delta) {
@@ -646,5 +666,19 @@ impl SessionShared {
         self.deltas
             .get_or_init(|| broadcast::channel(1024).0)
             .subscribe()
+    }
+}
+
+impl crate::broker::PendingSink for SessionShared {
+    fn session_id(&self) -> &str {
+        &self.id
+    }
+
+    fn add_pending(&self, view: PendingView) {
+        SessionShared::add_pending(self, view)
+    }
+
+    fn remove_pending(&self, id: &str, ev: Ev) {
+        SessionShared::remove_pending(self, id, ev)
     }
 }
