@@ -9,7 +9,7 @@
 //!   Codex notifications into it (see docs/EVENTS.md).
 //! - [`store`]: SQLite or Postgres, batched writes (see docs/STORE.md).
 //! - [`modes`]: permission modes → approval policy + sandbox.
-//! - [`start`]: a start request as the fronts take it, checked once.
+//! - [`api`]: what every front calls and shows: start requests checked once, shared views.
 //! - [`policy`]: the operator's limits on what a client may start.
 //! - [`follow`]: a session's events after a seq, then live, then its end.
 //! - [`control`]: stopping one session's turn without touching the sessions beside it.
@@ -17,6 +17,7 @@
 //! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
 
 pub mod answer;
+pub mod api;
 pub mod auth;
 pub mod broker;
 mod by_id;
@@ -40,7 +41,6 @@ mod recovery;
 pub mod relay;
 pub mod session;
 mod slots;
-pub mod start;
 pub mod store;
 mod store_notice;
 mod tool;
@@ -50,6 +50,7 @@ mod wire_snapshots;
 pub mod workspace;
 
 pub use answer::{Answer, Decision, FormValue, Scope};
+pub use api::{InvalidStart, StartRequest};
 pub use broker::{PendingView, Resolution};
 pub use control::Stopped;
 pub use discovery::{ListFilter, ListedSession};
@@ -63,5 +64,4 @@ pub use policy::StartPolicy;
 pub use pool::CodexProcessView;
 pub use relay::{CreateOptions, DynamicTool, Relay, RelayConfig, ToolHandler};
 pub use session::{SayInput, SayOutcome, SessionHandle, SessionSnapshot, SessionStatus};
-pub use start::{InvalidStart, StartRequest};
 pub use views::{ResolvedBy, SessionMeta};

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use codex_relay_core::start::{self, StartRequest};
+use codex_relay_core::api::start::{self, StartRequest};
 use codex_relay_core::{ListFilter, SayInput, SayOutcome, SessionStatus};
 
 use crate::AppState;
@@ -110,7 +110,7 @@ pub async fn list(
                 source: r.source,
                 owned: r.owned,
                 live: r.live,
-                agents: r.agents.iter().map(crate::types::agent_view).collect(),
+                agents: r.agents.iter().map(Into::into).collect(),
             }
         })
         .collect();

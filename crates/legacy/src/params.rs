@@ -3,7 +3,7 @@
 //! what the tool takes.
 
 use codex_relay_core::CreateOptions;
-use codex_relay_core::start::{InvalidStart, StartRequest};
+use codex_relay_core::api::{InvalidStart, StartRequest};
 use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode};
 use serde::Deserialize;
 use serde_json::{Map, Value};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use codex_relay_core::start::{self, InvalidStart, StartRequest};
+use codex_relay_core::api::start::{self, InvalidStart, StartRequest};
 use codex_relay_core::{
     Envelope, ListFilter, Relay, RelayError, SayInput, SessionSnapshot, SessionStatus,
 };
@@ -304,7 +304,7 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         recent_output: view::recent_output(&recent, lines),
         pending_question: view::pending_question(&snap.pending),
         item_events: view::item_events(&recent, 200),
-        usage: snap.usage.as_ref().map(view::usage),
+        usage: snap.usage.as_ref().map(Into::into),
         turn_count: snap.turn_count,
         events: events.iter().map(|e| json!(e)).collect(),
         next_cursor,
@@ -314,7 +314,7 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         cwd: snap.cwd,
         model: snap.model,
         sub_agents: snap.agents.iter().map(Into::into).collect(),
-        store_fault: snap.store_fault.as_ref().map(view::store_fault),
+        store_fault: snap.store_fault.as_ref().map(Into::into),
     }))
 }
 
@@ -411,7 +411,7 @@ pub async fn list(relay: &Relay, p: ListParams) -> Result<Value, ToolError> {
         .collect();
     Ok(outputs::value(ListOutput {
         sessions,
-        store_fault: relay.store_health().fault.as_ref().map(view::store_fault),
+        store_fault: relay.store_health().fault.as_ref().map(Into::into),
     }))
 }
 
