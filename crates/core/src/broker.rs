@@ -110,7 +110,7 @@ impl Broker {
     pub(crate) fn open(
         &self,
         session: &Arc<dyn PendingSink>,
-        server: &Arc<AppServer>,
+        server: Weak<AppServer>,
         incoming: IncomingRequest,
         changes: Option<&[FileUpdateChange]>,
         origin: Option<Origin>,
@@ -145,7 +145,7 @@ impl Broker {
                 view: view.clone(),
                 responder: incoming.responder,
                 session: session.clone(),
-                server: Arc::downgrade(server),
+                server,
             };
             st.open.insert(view.id.clone(), entry);
         }
@@ -349,3 +349,7 @@ async fn expire(broker: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "broker_tests.rs"]
+mod tests;

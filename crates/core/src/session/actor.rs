@@ -410,7 +410,8 @@ impl Actor {
                     .filter(|t| *t != self.shared.id)
                     .map(|t| self.shared.origin(t));
                 let sink: Arc<dyn crate::broker::PendingSink> = self.shared.clone();
-                self.broker.open(&sink, server, req, changes, origin);
+                self.broker
+                    .open(&sink, Arc::downgrade(server), req, changes, origin);
             }
             None => drop(req), // answered fail-closed by its responder
         }

@@ -553,9 +553,13 @@ impl SessionShared {
             return;
         }
         s.closed = false;
-        // Nothing runs in a closed session: it is idle until its next turn starts.
+        // What it does now decides; with nothing running it is idle until its next turn.
         s.last_outcome = None;
-        self.set_status(&mut s, SessionStatus::Idle);
+        let next = match Self::derive(&s) {
+            SessionStatus::Closed => SessionStatus::Idle,
+            other => other,
+        };
+        self.set_status(&mut s, next);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
     }
@@ -682,3 +686,7 @@ impl crate::broker::PendingSink for SessionShared {
         SessionShared::remove_pending(self, id, ev)
     }
 }
+
+#[cfg(test)]
+#[path = "shared_tests.rs"]
+mod tests;
