@@ -3,8 +3,14 @@
 
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
 use codex_relay_core::Relay;
-use codex_relay_legacy::{LegacyMcp, LegacyOptions};
+use codex_relay_legacy::{LegacyMcp, LegacyOptions, SideCall, SideTools};
+use codex_relay_mcp::RelayMcp;
+use rmcp::ServerHandler;
+use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;
@@ -23,9 +29,7 @@ pub struct LegacyArgs {
 
 pub async fn mcp_server(args: LegacyArgs) -> anyhow::Result<ExitCode> {
     let relay = args.engine.open().await?;
-    let options = LegacyOptions {
-        session_tools: args.with_session_tools,
-    };
+    let options = options(args.with_session_tools);
     let result = tokio::select! {
         r = codex_relay_legacy::serve_stdio(relay.clone(), options) => r.map_err(anyhow::Error::from),
         _ = shutdown_signal() => Ok(()),
@@ -40,7 +44,36 @@ pub fn http(
     hosts: Vec<String>,
     stop: CancellationToken,
 ) -> StreamableHttpService<LegacyMcp, LocalSessionManager> {
-    codex_relay_legacy::http_service(relay, LegacyOptions { session_tools }, hosts, stop)
+    codex_relay_legacy::http_service(relay, options(session_tools), hosts, stop)
+}
+
+/// The legacy front's options: with session tools, the MCP front answers its six `codex_*`
+/// tools beside `codex` and `codex-reply` on the same connection.
+fn options(session_tools: bool) -> LegacyOptions {
+    LegacyOptions {
+        side_tools: session_tools.then(|| {
+            Arc::new(|relay: Relay| {
+                Box::new(SessionTools(RelayMcp::new(relay))) as Box<dyn SideTools>
+            }) as codex_relay_legacy::SideToolsFactory
+        }),
+    }
+}
+
+/// The MCP front as the legacy front's side tools (one per connection, as on `/mcp`).
+struct SessionTools(RelayMcp);
+
+impl SideTools for SessionTools {
+    fn tools(&self) -> Vec<Tool> {
+        codex_relay_mcp::tools::definitions()
+    }
+
+    fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<rmcp::RoleServer>,
+    ) -> SideCall<'_> {
+        Box::pin(self.0.call_tool(request, context))
+    }
 }
 
 /// The largest request body `/mcp-server` reads to narrow client answers (see

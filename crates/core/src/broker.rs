@@ -14,9 +14,9 @@ use serde::Serialize;
 
 use crate::answer::{self, Answer, Decision};
 use crate::error::RelayError;
+use crate::event::{Ev, Origin};
 use crate::ids::{now_ms, random_id};
 pub use crate::pending::{PendingDetails, PendingView};
-use crate::session::SessionShared;
 use crate::store::{PendingRecord, Store};
 use crate::views::ResolvedBy;
 
@@ -50,8 +50,20 @@ struct Entry {
     order: u64,
     view: PendingView,
     responder: Responder,
-    session: Arc<SessionShared>,
+    session: Arc<dyn PendingSink>,
     server: Weak<AppServer>,
+}
+
+/// Where a session's open requests are shown (its state and log): the broker tells it when one
+/// opens and when one is resolved. Implemented by the session; kept apart so the broker does
+/// not depend on sessions.
+pub(crate) trait PendingSink: Send + Sync {
+    /// The session's id.
+    fn session_id(&self) -> &str;
+    /// A request opened (logs `request-opened`).
+    fn add_pending(&self, view: PendingView);
+    /// A request was resolved (logs `ev`, its `request-resolved`).
+    fn remove_pending(&self, id: &str, ev: Ev);
 }
 
 const REMEMBERED_RESOLUTIONS: usize = 4096;
@@ -97,18 +109,18 @@ impl Broker {
     /// announced for the item a file-change approval is about; they are shown with it.
     pub(crate) fn open(
         &self,
-        session: &Arc<SessionShared>,
-        server: &Arc<AppServer>,
+        session: &Arc<dyn PendingSink>,
+        server: Weak<AppServer>,
         incoming: IncomingRequest,
         changes: Option<&[FileUpdateChange]>,
-        origin: Option<crate::session::Origin>,
+        origin: Option<Origin>,
     ) -> PendingView {
         let request = incoming.request();
         let now = now_ms();
         let mut view = crate::pending::describe(
             request,
             random_id("req_"),
-            session.id.clone(),
+            session.session_id().to_owned(),
             now,
             now + self.inner.timeout.as_millis() as i64,
         );
@@ -133,7 +145,7 @@ impl Broker {
                 view: view.clone(),
                 responder: incoming.responder,
                 session: session.clone(),
-                server: Arc::downgrade(server),
+                server,
             };
             st.open.insert(view.id.clone(), entry);
         }
@@ -192,7 +204,7 @@ impl Broker {
                 .steer(entry.view.thread_id(), turn, &[UserInput::text(text)])
                 .await
             {
-                tracing::warn!(session = %entry.session.id, "could not pass the denial reason to the model: {e}");
+                tracing::warn!(session = %entry.session.session_id(), "could not pass the denial reason to the model: {e}");
             }
         }
         let Entry {
@@ -277,7 +289,7 @@ impl Broker {
         drop(server);
     }
 
-    fn record_parts(&self, view: &PendingView, session: &Arc<SessionShared>, r: &Resolution) {
+    fn record_parts(&self, view: &PendingView, session: &Arc<dyn PendingSink>, r: &Resolution) {
         self.inner.store.upsert_pending(record(view, Some(r)));
         session.remove_pending(&r.id, crate::event::request_resolved(r));
         let mut st = self.lock();
@@ -337,3 +349,7 @@ async fn expire(broker: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "broker_tests.rs"]
+mod tests;

@@ -63,6 +63,13 @@ impl AgentRef {
     }
 }
 
+/// Where an event of a sub-agent comes from; absent for the session's own thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Origin {
+    pub invoke: Option<String>,
+    pub agent: AgentRef,
+}
+
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -9,11 +9,15 @@
 //!   Codex notifications into it (see docs/EVENTS.md).
 //! - [`store`]: SQLite or Postgres, batched writes (see docs/STORE.md).
 //! - [`modes`]: permission modes → approval policy + sandbox.
+//! - [`api`]: what every front calls and shows: start requests checked once, shared views.
 //! - [`policy`]: the operator's limits on what a client may start.
+//! - [`follow`]: a session's events after a seq, then live, then its end.
+//! - [`control`]: stopping one session's turn without touching the sessions beside it.
 //! - [`workspace`]: fingerprints for thread reuse; isolated copies of host mounts.
 //! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
 
 pub mod answer;
+pub mod api;
 pub mod auth;
 pub mod broker;
 mod by_id;
@@ -46,6 +50,7 @@ mod wire_snapshots;
 pub mod workspace;
 
 pub use answer::{Answer, Decision, FormValue, Scope};
+pub use api::{InvalidStart, StartRequest};
 pub use broker::{PendingView, Resolution};
 pub use control::Stopped;
 pub use discovery::{ListFilter, ListedSession};

@@ -8,8 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::answer::{APPROVAL_OPTIONS, PendingKind};
-use crate::event::AgentRef;
-use crate::session::Origin;
+use crate::event::{AgentRef, Origin};
 
 /// A pending request.
 #[derive(Debug, Clone, PartialEq, Serialize)]

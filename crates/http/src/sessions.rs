@@ -3,8 +3,8 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use codex_relay_core::api::start::{self, StartRequest};
 use codex_relay_core::{ListFilter, SayInput, SayOutcome, SessionStatus};
-use codex_relay_mcp::params::StartParams;
 
 use crate::AppState;
 use crate::error::{ApiError, Body, ErrorBody};
@@ -20,27 +20,24 @@ pub async fn create(
     State(st): State<AppState>,
     Body(body): Body<CreateSession>,
 ) -> Result<(StatusCode, Json<Created>), ApiError> {
-    let plan_mode = body.plan_mode.unwrap_or(false);
-    let developer_instructions = body.developer_instructions.clone();
-    let params = StartParams {
-        prompt: body.prompt,
-        working_directory: body.cwd,
+    let opts = StartRequest {
+        prompt: Some(body.prompt),
+        cwd: body.cwd,
         model: body.model,
         approval_policy: body.approval_policy,
         sandbox: body.sandbox,
-        full_auto: body.full_auto,
+        full_auto: body.full_auto == Some(true),
+        bypass_approvals_and_sandbox: body.dangerously_bypass_approvals_and_sandbox == Some(true),
         profile: body.profile,
-        config: body.config,
+        config: body.config.map(start::read_config_strings),
         base_instructions: body.base_instructions,
-        images: body.images,
-        skip_git_repo_check: None,
-        dangerously_bypass_approvals_and_sandbox: body.dangerously_bypass_approvals_and_sandbox,
+        developer_instructions: body.developer_instructions,
+        images: body.images.unwrap_or_default(),
         output_schema: body.output_schema,
-    };
-    let mut opts = codex_relay_mcp::tools::create_options(params)
-        .map_err(|e| ApiError::unprocessable("invalid_options", e.0))?;
-    opts.plan_mode = plan_mode;
-    opts.developer_instructions = developer_instructions;
+        plan_mode: body.plan_mode == Some(true),
+    }
+    .options()
+    .map_err(|e| ApiError::unprocessable("invalid_options", e.to_string()))?;
     let (handle, first) = st.relay.create(opts).await?;
     Ok((
         StatusCode::CREATED,
@@ -113,7 +110,7 @@ pub async fn list(
                 source: r.source,
                 owned: r.owned,
                 live: r.live,
-                agents: r.agents.iter().map(crate::types::agent_view).collect(),
+                agents: r.agents.iter().map(Into::into).collect(),
             }
         })
         .collect();
@@ -149,11 +146,8 @@ pub async fn message(
         ));
     }
     let cwd = st.relay.status(&id).ok().and_then(|s| s.cwd);
-    let images = m
-        .images
-        .iter()
-        .map(|i| image(i, cwd.as_deref()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let images = start::images(m.images, cwd.as_deref().map(std::path::Path::new))
+        .map_err(|e| ApiError::unprocessable("invalid_image", e.to_string()))?;
     let outcome = st
         .relay
         .say(
@@ -173,31 +167,6 @@ pub async fn message(
         mode: mode.into(),
         turn_id: outcome.turn_id().to_owned(),
     }))
-}
-
-/// An image for Codex, as `codex_say` takes it: a URL passes; a local file (relative to the
-/// session's cwd) must exist.
-fn image(i: &str, cwd: Option<&str>) -> Result<String, ApiError> {
-    if ["http://", "https://", "data:"]
-        .iter()
-        .any(|p| i.starts_with(p))
-    {
-        return Ok(i.to_owned());
-    }
-    let path = match cwd {
-        Some(dir) => std::path::Path::new(dir).join(i),
-        None => std::path::PathBuf::from(i),
-    };
-    if !path.is_file() {
-        return Err(ApiError::unprocessable(
-            "invalid_image",
-            format!(
-                "image {i:?} is not a file here ({}); pass an existing file or an http(s)/data URL",
-                path.display()
-            ),
-        ));
-    }
-    Ok(path.display().to_string())
 }
 
 #[utoipa::path(post, path = "/api/sessions/{id}/interrupt", tag = "sessions",

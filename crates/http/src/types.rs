@@ -1,5 +1,6 @@
 //! The API's request and response bodies (what the OpenAPI document is generated from).
 
+use codex_relay_core::api::{AgentView, StoreFaultView};
 use codex_relay_core::{PendingView, SessionSnapshot};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -19,10 +20,10 @@ pub struct CreateSession {
     pub model: Option<String>,
     /// `untrusted`, `on-failure`, `on-request` or `never`.
     #[schema(value_type = Option<String>)]
-    pub approval_policy: Option<codex_relay_mcp::params::ApprovalPolicyParam>,
+    pub approval_policy: Option<codex_relay_protocol::v2::ApprovalPolicy>,
     /// `read-only`, `workspace-write` or `danger-full-access`.
     #[schema(value_type = Option<String>)]
-    pub sandbox: Option<codex_relay_mcp::params::SandboxParam>,
+    pub sandbox: Option<codex_relay_protocol::v2::SandboxMode>,
     /// approvalPolicy "on-request" + sandbox "workspace-write" (explicit values win).
     pub full_auto: Option<bool>,
     /// No approvals and no sandbox; only for isolated environments.
@@ -90,15 +91,7 @@ pub struct SessionRow {
     /// Its sub-agents (threads it spawned, at any depth), nested here instead of listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
-    pub agents: Vec<Value>,
-}
-
-/// A sub-agent as the API shows it: `{thread, parent, depth, nickname?, role?, invoke?,
-/// running}`.
-pub fn agent_view(a: &codex_relay_core::session::AgentInfo) -> Value {
-    let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
-    v["running"] = Value::Bool(a.turn.is_some());
-    v
+    pub agents: Vec<AgentView>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -106,33 +99,6 @@ pub fn agent_view(a: &codex_relay_core::session::AgentInfo) -> Value {
 pub struct SessionList {
     pub sessions: Vec<SessionRow>,
     pub next_cursor: Option<String>,
-}
-
-/// The store cannot take writes: the session goes on live, its events are held in memory and
-/// retried, and nothing is lost once the database takes writes again.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StoreFaultView {
-    /// The database's reason.
-    pub message: String,
-    /// How long the fault has lasted, in milliseconds.
-    pub for_ms: u64,
-    /// Writes held in memory, not yet stored.
-    pub writes_held: u64,
-    /// The held writes reached their bound: Codex is paused (its turns wait) until the
-    /// database takes writes again.
-    pub codex_paused: bool,
-}
-
-impl From<codex_relay_core::store::StoreFault> for StoreFaultView {
-    fn from(f: codex_relay_core::store::StoreFault) -> Self {
-        Self {
-            message: f.message,
-            for_ms: f.for_ms,
-            writes_held: f.queued_writes,
-            codex_paused: f.codex_paused,
-        }
-    }
 }
 
 /// A session at a glance.
@@ -161,7 +127,7 @@ pub struct SessionView {
     /// Sub-agents the session's thread spawned: `{thread, parent, depth, nickname?, role?,
     /// invoke?, running}`.
     #[schema(value_type = Vec<Object>)]
-    pub agents: Vec<Value>,
+    pub agents: Vec<AgentView>,
     pub created_at: i64,
     pub updated_at: i64,
     /// Present only while the store cannot take writes.
@@ -183,10 +149,10 @@ impl From<SessionSnapshot> for SessionView {
             last_error: s.last_error,
             usage: s.usage.and_then(|u| serde_json::to_value(u).ok()),
             pending: s.pending,
-            agents: s.agents.iter().map(agent_view).collect(),
+            agents: s.agents.iter().map(Into::into).collect(),
             created_at: s.created_at,
             updated_at: s.updated_at,
-            store_fault: s.store_fault.map(Into::into),
+            store_fault: s.store_fault.as_ref().map(Into::into),
         }
     }
 }

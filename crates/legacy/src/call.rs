@@ -87,7 +87,7 @@ impl Call {
     pub async fn reply(&self, relay: &Relay, p: ReplyParams) -> Result<CallToolResult, String> {
         let id = p.thread()?;
         if p.prompt.trim().is_empty() {
-            return Err("prompt is empty; say what Codex should do".into());
+            return Err(codex_relay_core::InvalidStart::EmptyPrompt.to_string());
         }
         self.turn(relay, &id, p.prompt).await
     }

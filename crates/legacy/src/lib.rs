@@ -3,7 +3,7 @@
 //! until the turn ends), `codex/event` progress notifications synthesized from the engine's
 //! events, and approvals as `elicitation/create` with the `codex_*` fields. See docs/LEGACY.md.
 //!
-//! - [`server`]: the rmcp handler (tool list, dispatch, optional `codex_*` session tools).
+//! - [`server`]: the rmcp handler (tool list, dispatch, side tools plugged in by the binary).
 //! - [`call`]: one blocking call; [`events`]: the legacy event messages; [`approval`]: the
 //!   legacy elicitation and its decisions; [`params`] and [`schema`]: the tools' contract.
 //! - [`wire`]: client answers read as the legacy server read them.
@@ -28,7 +28,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-pub use server::{LegacyMcp, LegacyOptions};
+pub use server::{LegacyMcp, LegacyOptions, SideCall, SideTools, SideToolsFactory};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LegacyFrontError {
@@ -56,7 +56,7 @@ pub async fn serve_stdio(relay: Relay, options: LegacyOptions) -> Result<(), Leg
         }
         let _ = writer.shutdown().await;
     });
-    let service = LegacyMcp::new(relay, options)
+    let service = LegacyMcp::new(relay, &options)
         .serve((reader, tokio::io::stdout()))
         .await
         .map_err(|e| LegacyFrontError::Start(e.to_string()))?;
@@ -77,7 +77,7 @@ pub fn http_service(
     let mut config = StreamableHttpServerConfig::default().with_allowed_hosts(allowed_hosts);
     config.cancellation_token = stop;
     StreamableHttpService::new(
-        move || Ok(LegacyMcp::new(relay.clone(), options)),
+        move || Ok(LegacyMcp::new(relay.clone(), &options)),
         Arc::new(LocalSessionManager::default()),
         config,
     )

@@ -2,9 +2,8 @@
 //! `codex-reply`) and how they become engine options. Bad arguments give a message that says
 //! what the tool takes.
 
-use std::path::Path;
-
 use codex_relay_core::CreateOptions;
+use codex_relay_core::api::{InvalidStart, StartRequest};
 use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -86,35 +85,17 @@ impl CodexParams {
     /// told the session id).
     pub fn create_options(&self) -> Result<CreateOptions, String> {
         if self.prompt.trim().is_empty() {
-            return Err("prompt is empty; say what Codex should do".into());
+            return Err(InvalidStart::EmptyPrompt.to_string());
         }
-        let cwd = match &self.cwd {
-            Some(dir) => {
-                let p = Path::new(dir);
-                let abs = if p.is_absolute() {
-                    p.to_path_buf()
-                } else {
-                    std::env::current_dir().unwrap_or_default().join(p)
-                };
-                if !abs.is_dir() {
-                    return Err(format!(
-                        "cwd {dir:?} is not a directory here ({}); pass an existing directory",
-                        abs.display()
-                    ));
-                }
-                Some(abs.display().to_string())
-            }
-            None => None,
-        };
         let mut config = self.config.clone();
         if let Some(prompt) = &self.compact_prompt {
             config
                 .get_or_insert_with(Map::new)
                 .insert("compact_prompt".into(), Value::String(prompt.clone()));
         }
-        Ok(CreateOptions {
+        StartRequest {
             prompt: None,
-            cwd,
+            cwd: self.cwd.clone(),
             model: self.model.clone(),
             approval_policy: self
                 .approval_policy
@@ -127,6 +108,15 @@ impl CodexParams {
             config,
             profile: self.profile.clone(),
             ..Default::default()
+        }
+        .options()
+        .map_err(|e| match e {
+            // This contract calls the directory `cwd`.
+            InvalidStart::NotADirectory { given, resolved } => format!(
+                "cwd {given:?} is not a directory here ({}); pass an existing directory",
+                resolved.display()
+            ),
+            other => other.to_string(),
         })
     }
 }

@@ -1,11 +1,12 @@
-//! The MCP handler of the legacy front: lists `codex` and `codex-reply` (and, with session
-//! tools, the six `codex_*` tools of the MCP front beside them) and runs calls.
+//! The MCP handler of the legacy front: lists `codex` and `codex-reply` (and any side tools the
+//! binary plugs in beside them, such as the MCP front's six `codex_*` tools) and runs calls.
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use codex_relay_core::Relay;
-use codex_relay_mcp::RelayMcp;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -18,29 +19,47 @@ use crate::call::Call;
 use crate::params::{self, CODEX_SIGNATURE, CodexParams, REPLY_SIGNATURE, ReplyParams};
 use crate::schema::{self, CODEX, REPLY};
 
+/// What a side tool's call returns.
+pub type SideCall<'a> =
+    Pin<Box<dyn Future<Output = Result<CallToolResponse, McpError>> + Send + 'a>>;
+
+/// Tools one connection lists beside `codex` and `codex-reply`, answered by someone else. The
+/// binary plugs the MCP front's `codex_*` tools in here: fronts never import one another.
+pub trait SideTools: Send + Sync + 'static {
+    fn tools(&self) -> Vec<Tool>;
+    fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> SideCall<'_>;
+}
+
+/// Makes the side tools of one connection.
+pub type SideToolsFactory = Arc<dyn Fn(Relay) -> Box<dyn SideTools> + Send + Sync>;
+
 /// What the front serves besides the legacy two tools.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Clone, Default)]
 pub struct LegacyOptions {
-    /// Also list the six `codex_*` tools of the MCP front.
-    pub session_tools: bool,
+    /// Tools listed and answered beside the legacy two.
+    pub side_tools: Option<SideToolsFactory>,
 }
 
 /// One MCP connection's legacy server.
 pub struct LegacyMcp {
     relay: Relay,
     tools: Arc<Vec<Tool>>,
-    /// The MCP front, answering the `codex_*` tools when they are enabled.
-    session_tools: Option<RelayMcp>,
+    side_tools: Option<Box<dyn SideTools>>,
 }
 
 impl LegacyMcp {
-    pub fn new(relay: Relay, options: LegacyOptions) -> Self {
+    pub fn new(relay: Relay, options: &LegacyOptions) -> Self {
         let mut tools = schema::definitions();
-        if options.session_tools {
-            tools.extend(codex_relay_mcp::tools::definitions());
+        let side_tools = options.side_tools.as_ref().map(|make| make(relay.clone()));
+        if let Some(side) = &side_tools {
+            tools.extend(side.tools());
         }
         Self {
-            session_tools: options.session_tools.then(|| RelayMcp::new(relay.clone())),
+            side_tools,
             relay,
             tools: Arc::new(tools),
         }
@@ -94,11 +113,11 @@ impl ServerHandler for LegacyMcp {
                 Err(e) => Err(e),
             },
             other => {
-                if let Some(inner) = &self.session_tools
+                if let Some(side) = &self.side_tools
                     && self.tools.iter().any(|t| t.name == other)
                 {
                     request.arguments = args;
-                    return inner.call_tool(request, context).await;
+                    return side.call(request, context).await;
                 }
                 let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_ref()).collect();
                 return Err(McpError::invalid_params(

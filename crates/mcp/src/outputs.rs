@@ -1,6 +1,7 @@
 //! The tools' results as typed structs (camelCase on the wire): what each tool returns as
 //! structured content, and the output schemas `tools/list` publishes for them.
 
+use codex_relay_core::api::{AgentView, StoreFaultView, UsageView};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -27,17 +28,6 @@ pub struct SayOutput {
     pub mode: String,
     pub turn_id: String,
     pub note: String,
-}
-
-/// Token usage of a session.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UsageOutput {
-    pub input_tokens: i64,
-    pub cached_input_tokens: i64,
-    pub output_tokens: i64,
-    pub reasoning_output_tokens: i64,
-    pub total_tokens: i64,
 }
 
 /// One question of the pending request, with the answers it takes.
@@ -112,28 +102,14 @@ pub struct SubAgentOutput {
 
 impl From<&codex_relay_core::session::AgentInfo> for SubAgentOutput {
     fn from(a: &codex_relay_core::session::AgentInfo) -> Self {
+        // The engine's view, nested the way this front documents it.
+        let view = AgentView::from(a);
         Self {
-            agent: (&a.agent).into(),
-            invoke: a.invoke.clone(),
-            running: a.turn.is_some(),
+            agent: (&view.agent).into(),
+            invoke: view.invoke,
+            running: view.running,
         }
     }
-}
-
-/// The store cannot take writes: the session goes on live, its events are held in memory and
-/// retried, and nothing is lost once the database takes writes again.
-#[derive(Debug, PartialEq, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StoreFaultOutput {
-    /// The database's reason.
-    pub message: String,
-    /// How long the fault has lasted, in milliseconds.
-    pub for_ms: u64,
-    /// Writes held in memory, not yet stored.
-    pub writes_held: u64,
-    /// The held writes reached their bound: Codex is paused (its turns wait) until the
-    /// database takes writes again.
-    pub codex_paused: bool,
 }
 
 /// `codex_status`.
@@ -151,7 +127,7 @@ pub struct StatusOutput {
     /// What the latest turn did, one entry per item: `{id?, itemType, status, summary?,
     /// exitCode?}`.
     pub item_events: Vec<Value>,
-    pub usage: Option<UsageOutput>,
+    pub usage: Option<UsageView>,
     pub turn_count: u64,
     pub cwd: Option<String>,
     pub model: Option<String>,
@@ -164,7 +140,7 @@ pub struct StatusOutput {
     pub sub_agents: Vec<SubAgentOutput>,
     /// Present only while the store cannot take writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store_fault: Option<StoreFaultOutput>,
+    pub store_fault: Option<StoreFaultView>,
 }
 
 /// `codex_respond`.
@@ -215,7 +191,7 @@ pub struct ListOutput {
     /// Present only while the store cannot take writes (it is the relay's, so it is shown
     /// once here, not on every row).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store_fault: Option<StoreFaultOutput>,
+    pub store_fault: Option<StoreFaultView>,
 }
 
 /// The structured content of a result.

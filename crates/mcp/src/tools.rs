@@ -1,18 +1,18 @@
 //! The six tools: their definitions (names, descriptions, input schemas) and what each one does
 //! with the engine. Every failure is a [`ToolError`] whose message says what to do next.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use codex_relay_core::api::start::{self, InvalidStart, StartRequest};
 use codex_relay_core::{
-    CreateOptions, Envelope, ListFilter, Relay, RelayError, SayInput, SessionSnapshot,
-    SessionStatus,
+    Envelope, ListFilter, Relay, RelayError, SayInput, SessionSnapshot, SessionStatus,
 };
 use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::outputs::{
     self, InterruptOutput, ListOutput, ListedOutput, RespondOutput, SayOutput, StartOutput,
@@ -160,129 +160,50 @@ pub fn definitions() -> Vec<Tool> {
     ]
 }
 
-/// A path as Codex should see it: absolute, relative ones resolved against `base` (or the
-/// relay's directory).
-fn absolute(path: &str, base: Option<&Path>) -> PathBuf {
-    let p = Path::new(path);
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        match base {
-            Some(b) => b.join(p),
-            None => std::env::current_dir().unwrap_or_default().join(p),
+impl From<InvalidStart> for ToolError {
+    fn from(e: InvalidStart) -> Self {
+        ToolError(e.to_string())
+    }
+}
+
+impl From<ApprovalPolicyParam> for ApprovalPolicy {
+    fn from(a: ApprovalPolicyParam) -> Self {
+        match a {
+            ApprovalPolicyParam::Untrusted => ApprovalPolicy::Untrusted,
+            ApprovalPolicyParam::OnFailure => ApprovalPolicy::OnFailure,
+            ApprovalPolicyParam::OnRequest => ApprovalPolicy::OnRequest,
+            ApprovalPolicyParam::Never => ApprovalPolicy::Never,
         }
     }
 }
 
-/// `config` values as `-c` takes them: a string that reads as JSON (`true`, `42`, `["a"]`) is
-/// that value; other values pass as they are.
-fn config_values(config: Map<String, Value>) -> Map<String, Value> {
-    config
-        .into_iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => {
-                let parsed = serde_json::from_str::<Value>(&s)
-                    .ok()
-                    .filter(|p| !p.is_string());
-                (k, parsed.unwrap_or(Value::String(s)))
-            }
-            other => (k, other),
-        })
-        .collect()
+impl From<SandboxParam> for SandboxMode {
+    fn from(s: SandboxParam) -> Self {
+        match s {
+            SandboxParam::ReadOnly => SandboxMode::ReadOnly,
+            SandboxParam::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            SandboxParam::DangerFullAccess => SandboxMode::DangerFullAccess,
+        }
+    }
 }
 
-/// `codex_start`'s parameters as engine options.
-pub fn create_options(p: StartParams) -> Result<CreateOptions, ToolError> {
-    let cwd = match &p.working_directory {
-        Some(dir) => {
-            let abs = absolute(dir, None);
-            if !abs.is_dir() {
-                return Err(ToolError(format!(
-                    "workingDirectory {dir:?} is not a directory here ({}); pass an existing directory",
-                    abs.display()
-                )));
-            }
-            Some(abs)
-        }
-        None => None,
-    };
-    let mut approval_policy = p.approval_policy.map(|a| match a {
-        ApprovalPolicyParam::Untrusted => ApprovalPolicy::Untrusted,
-        ApprovalPolicyParam::OnFailure => ApprovalPolicy::OnFailure,
-        ApprovalPolicyParam::OnRequest => ApprovalPolicy::OnRequest,
-        ApprovalPolicyParam::Never => ApprovalPolicy::Never,
-    });
-    let mut sandbox = p.sandbox.map(|s| match s {
-        SandboxParam::ReadOnly => SandboxMode::ReadOnly,
-        SandboxParam::WorkspaceWrite => SandboxMode::WorkspaceWrite,
-        SandboxParam::DangerFullAccess => SandboxMode::DangerFullAccess,
-    });
-    if p.dangerously_bypass_approvals_and_sandbox == Some(true) {
-        if p.full_auto == Some(true) {
-            return Err(ToolError(
-                "fullAuto and dangerouslyBypassApprovalsAndSandbox contradict each other; pass one"
-                    .into(),
-            ));
-        }
-        approval_policy = approval_policy.or(Some(ApprovalPolicy::Never));
-        sandbox = sandbox.or(Some(SandboxMode::DangerFullAccess));
-    } else if p.full_auto == Some(true) {
-        approval_policy = approval_policy.or(Some(ApprovalPolicy::OnRequest));
-        sandbox = sandbox.or(Some(SandboxMode::WorkspaceWrite));
-    }
-    let config = p.config.map(config_values);
-    if let Some(schema) = &p.output_schema
-        && !schema.is_object()
-    {
-        return Err(ToolError(
-            "outputSchema must be a JSON Schema object, e.g. {\"type\": \"object\", \"properties\": {...}}"
-                .into(),
-        ));
-    }
-    if p.prompt.trim().is_empty() {
-        return Err(ToolError(
-            "prompt is empty; say what Codex should do".into(),
-        ));
-    }
-    let images = images(p.images, cwd.as_deref())?;
-    Ok(CreateOptions {
+/// `codex_start`'s parameters as the engine's start request (checked by the engine).
+pub fn start_request(p: StartParams) -> StartRequest {
+    StartRequest {
         prompt: Some(p.prompt),
-        images,
-        cwd: cwd.map(|c| c.display().to_string()),
+        cwd: p.working_directory,
         model: p.model,
-        approval_policy,
-        sandbox,
-        base_instructions: p.base_instructions,
-        config,
+        approval_policy: p.approval_policy.map(Into::into),
+        sandbox: p.sandbox.map(Into::into),
+        full_auto: p.full_auto == Some(true),
+        bypass_approvals_and_sandbox: p.dangerously_bypass_approvals_and_sandbox == Some(true),
         profile: p.profile,
+        config: p.config.map(start::read_config_strings),
+        base_instructions: p.base_instructions,
+        images: p.images.unwrap_or_default(),
         output_schema: p.output_schema,
         ..Default::default()
-    })
-}
-
-/// Images for Codex: URLs pass; local files (relative to `cwd`) must exist.
-fn images(list: Option<Vec<String>>, cwd: Option<&Path>) -> Result<Vec<String>, ToolError> {
-    list.unwrap_or_default()
-        .iter()
-        .map(|i| image(i, cwd))
-        .collect()
-}
-
-fn image(i: &str, cwd: Option<&Path>) -> Result<String, ToolError> {
-    if ["http://", "https://", "data:"]
-        .iter()
-        .any(|p| i.starts_with(p))
-    {
-        return Ok(i.to_owned());
     }
-    let path = absolute(i, cwd);
-    if !path.is_file() {
-        return Err(ToolError(format!(
-            "image {i:?} is not a file here ({}); pass an existing file or an http(s)/data URL",
-            path.display()
-        )));
-    }
-    Ok(path.display().to_string())
 }
 
 /// The status word the tools use (the reference contract's `done` for a finished turn).
@@ -294,7 +215,7 @@ pub fn status_word(s: &SessionSnapshot) -> &'static str {
 }
 
 pub async fn start(relay: &Relay, p: StartParams) -> Result<Value, ToolError> {
-    let opts = create_options(p)?;
+    let opts = start_request(p).options()?;
     let (handle, first) = relay.create(opts).await?;
     let snap = handle.snapshot();
     Ok(outputs::value(StartOutput {
@@ -317,7 +238,7 @@ pub async fn say(relay: &Relay, p: SayParams) -> Result<Value, ToolError> {
         .ok()
         .and_then(|s| s.cwd)
         .map(PathBuf::from);
-    let images = images(p.images, cwd.as_deref())?;
+    let images = start::images(p.images.unwrap_or_default(), cwd.as_deref())?;
     let outcome = relay
         .say(
             &p.session_id,
@@ -383,7 +304,7 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         recent_output: view::recent_output(&recent, lines),
         pending_question: view::pending_question(&snap.pending),
         item_events: view::item_events(&recent, 200),
-        usage: snap.usage.as_ref().map(view::usage),
+        usage: snap.usage.as_ref().map(Into::into),
         turn_count: snap.turn_count,
         events: events.iter().map(|e| json!(e)).collect(),
         next_cursor,
@@ -393,7 +314,7 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         cwd: snap.cwd,
         model: snap.model,
         sub_agents: snap.agents.iter().map(Into::into).collect(),
-        store_fault: snap.store_fault.as_ref().map(view::store_fault),
+        store_fault: snap.store_fault.as_ref().map(Into::into),
     }))
 }
 
@@ -467,7 +388,7 @@ pub async fn interrupt(relay: &Relay, p: InterruptParams) -> Result<Value, ToolE
 pub async fn list(relay: &Relay, p: ListParams) -> Result<Value, ToolError> {
     let cwd = p
         .working_directory
-        .map(|d| absolute(&d, None).display().to_string());
+        .map(|d| start::absolute(&d, None).display().to_string());
     let rows = relay
         .list(ListFilter {
             cwd,
@@ -490,17 +411,18 @@ pub async fn list(relay: &Relay, p: ListParams) -> Result<Value, ToolError> {
         .collect();
     Ok(outputs::value(ListOutput {
         sessions,
-        store_fault: relay.store_health().fault.as_ref().map(view::store_fault),
+        store_fault: relay.store_health().fault.as_ref().map(Into::into),
     }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use codex_relay_core::CreateOptions;
 
     fn start(v: Value) -> Result<CreateOptions, ToolError> {
         let p: StartParams = serde_json::from_value(v).unwrap();
-        create_options(p)
+        Ok(start_request(p).options()?)
     }
 
     /// The message of a refused start.

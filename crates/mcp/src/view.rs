@@ -5,37 +5,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use codex_relay_core::answer::PendingKind;
-use codex_relay_core::event::{ToolEndStatus, Usage};
+use codex_relay_core::event::ToolEndStatus;
 use codex_relay_core::{Envelope, Ev, PendingDetails, PendingView, Role, SessionStatus};
 use serde_json::{Value, json};
 
-use crate::outputs::{PendingQuestion, QuestionOutput, StoreFaultOutput, UsageOutput};
+use crate::outputs::{PendingQuestion, QuestionOutput};
 
 /// The status word the tools use: the engine's, except `idle`, which is `done`.
 pub fn status_word(s: SessionStatus) -> &'static str {
     match s {
         SessionStatus::Idle => "done",
         other => other.as_str(),
-    }
-}
-
-pub fn usage(u: &Usage) -> UsageOutput {
-    UsageOutput {
-        input_tokens: u.input_tokens,
-        cached_input_tokens: u.cached_input_tokens,
-        output_tokens: u.output_tokens,
-        reasoning_output_tokens: u.reasoning_output_tokens,
-        total_tokens: u.total_tokens,
-    }
-}
-
-/// `storeFault`: what the store's fault means for the session.
-pub fn store_fault(f: &codex_relay_core::store::StoreFault) -> StoreFaultOutput {
-    StoreFaultOutput {
-        message: f.message.clone(),
-        for_ms: f.for_ms,
-        writes_held: f.queued_writes,
-        codex_paused: f.codex_paused,
     }
 }
 
@@ -299,21 +279,6 @@ mod tests {
             agent: None,
             ev,
         })
-    }
-
-    #[test]
-    fn a_store_fault_shows_its_reason_age_writes_and_the_pause() {
-        let fault = codex_relay_core::store::StoreFault {
-            message: "database is locked".into(),
-            for_ms: 1500,
-            queued_writes: 42,
-            codex_paused: true,
-        };
-        assert_eq!(
-            serde_json::to_value(store_fault(&fault)).unwrap(),
-            json!({"message": "database is locked", "forMs": 1500, "writesHeld": 42,
-                "codexPaused": true})
-        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ async fn options_limits_cancel_and_restart() {
         "MARK-OPT",
         [
             Reply::text(r#"{"answer": 42}"#),
-            Reply::text("resumed after the restart"),
+            Reply::text("resumed after the restart").with_delay(Duration::from_secs(4)),
         ],
     );
     let mut args = bed.args(60_000);
@@ -108,12 +108,11 @@ async fn options_limits_cancel_and_restart() {
         "{refused}"
     );
 
-    // A long-poll the client cancels ends at once, and the server keeps serving.
-    let cancelled = d
-        .cmd(json!({"op": "call", "tool": "codex_status", "args": {"sessionId": a, "waitMs": 60000}, "abortAfterMs": 300}))
+    // Between turns a long poll has nothing to wait for: it returns at once.
+    let idle = d
+        .cmd(json!({"op": "call", "tool": "codex_status", "args": {"sessionId": a, "waitMs": 60000}}))
         .await;
-    assert!(cancelled["thrown"].is_string(), "{cancelled}");
-    assert!(cancelled["ms"].as_u64().unwrap() < 3000, "{cancelled}");
+    assert!(idle["ms"].as_u64().unwrap() < 3000, "{idle}");
     let fine = d.ok("codex_status", json!({"sessionId": a})).await;
     assert_eq!(fine["status"], "done");
     assert!(
@@ -145,6 +144,15 @@ async fn options_limits_cancel_and_restart() {
         .ok("codex_say", json!({"sessionId": a, "message": "and now?"}))
         .await;
     assert_eq!(said["mode"], "started", "{said}");
+    // A long poll over a running turn that the client cancels ends at once, and the server
+    // keeps serving (the model takes seconds to answer this turn).
+    let cancelled = d
+        .cmd(json!({"op": "call", "tool": "codex_status", "args": {"sessionId": a, "waitMs": 60000, "until": "attention"}, "abortAfterMs": 300}))
+        .await;
+    assert!(cancelled["thrown"].is_string(), "{cancelled}");
+    assert!(cancelled["ms"].as_u64().unwrap() < 3000, "{cancelled}");
+    let fine = d.ok("codex_status", json!({"sessionId": a})).await;
+    assert_eq!(fine["status"], "active", "{fine}");
     let (done, _) = d
         .status_until(&a, TURN, |s| s["status"] == "done" && s["turnCount"] == 2)
         .await;

@@ -16,7 +16,8 @@ const RELAY: &str = env!("CARGO_BIN_EXE_codex-relay");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Set on every launcher a test starts (to its bed's root): the launcher, the relay, Codex and
 /// whatever Codex runs inherit it, so what is left running can be found.
-const MARK: &str = "CODEX_RELAY_NPM_TEST";
+// Not `CODEX_RELAY_*`: the relay keeps its own variables from Codex, and the mark must reach it.
+const MARK: &str = "RELAY_NPM_TEST_MARK";
 
 /// The tarballs `scripts/release` made and the prefix npm installed them into.
 struct Installed {

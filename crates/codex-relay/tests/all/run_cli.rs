@@ -21,7 +21,8 @@ for_each_codex!(
 
 /// Set on every `codex-relay run` of a test (to its bed's root), so whatever it leaves running
 /// can be found.
-const RUN_MARK: &str = "CODEX_RELAY_RUN_CLI_TEST";
+// Not `CODEX_RELAY_*`: the relay keeps its own variables from Codex, and the mark must reach it.
+const RUN_MARK: &str = "RELAY_RUN_CLI_TEST_MARK";
 
 struct Bed {
     model: ModelServer,

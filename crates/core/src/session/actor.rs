@@ -409,7 +409,9 @@ impl Actor {
                     .thread_id()
                     .filter(|t| *t != self.shared.id)
                     .map(|t| self.shared.origin(t));
-                self.broker.open(&self.shared, server, req, changes, origin);
+                let sink: Arc<dyn crate::broker::PendingSink> = self.shared.clone();
+                self.broker
+                    .open(&sink, Arc::downgrade(server), req, changes, origin);
             }
             None => drop(req), // answered fail-closed by its responder
         }

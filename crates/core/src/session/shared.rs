@@ -15,12 +15,7 @@ use crate::ids::now_ms;
 use crate::store::{SessionRecord, Store, StoredEvent};
 use crate::views::SessionMeta;
 
-/// Where an event of a sub-agent comes from; absent for the session's own thread.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Origin {
-    pub invoke: Option<String>,
-    pub agent: AgentRef,
-}
+pub use crate::event::Origin;
 
 /// One event to log, with its role, turn and origin.
 #[derive(Debug, Clone)]
@@ -338,6 +333,11 @@ impl SessionShared {
     /// Recomputes the status; on a change, logs a status event and writes the session row.
     fn refresh_status(&self, s: &mut State) {
         let next = Self::derive(s);
+        self.set_status(s, next);
+    }
+
+    /// Moves to status `next`: logs a status event and writes the session row if it changed.
+    fn set_status(&self, s: &mut State, next: SessionStatus) {
         if next != s.status {
             s.status = next;
             self.status.send_replace(next);
@@ -545,6 +545,25 @@ impl SessionShared {
         self.changed.send_modify(|v| *v += 1);
     }
 
+    /// A closed session someone resumes explicitly (the library's `resume`, `run --resume`) is
+    /// open again: idle, until its next turn.
+    pub(crate) fn reopen(&self) {
+        let mut s = self.lock();
+        if !s.closed {
+            return;
+        }
+        s.closed = false;
+        // What it does now decides; with nothing running it is idle until its next turn.
+        s.last_outcome = None;
+        let next = match Self::derive(&s) {
+            SessionStatus::Closed => SessionStatus::Idle,
+            other => other,
+        };
+        self.set_status(&mut s, next);
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
     /// Sends a live delta to its subscribers (none yet: it goes nowhere, as it would with a
     /// channel nobody listens to).
     pub fn push_delta(&self, d: Delta) {
@@ -653,3 +672,21 @@ impl SessionShared {
             .subscribe()
     }
 }
+
+impl crate::broker::PendingSink for SessionShared {
+    fn session_id(&self) -> &str {
+        &self.id
+    }
+
+    fn add_pending(&self, view: PendingView) {
+        SessionShared::add_pending(self, view)
+    }
+
+    fn remove_pending(&self, id: &str, ev: Ev) {
+        SessionShared::remove_pending(self, id, ev)
+    }
+}
+
+#[cfg(test)]
+#[path = "shared_tests.rs"]
+mod tests;

@@ -47,13 +47,15 @@ impl Relay {
     /// A session by id (as [`Relay::session`]), moved to `cwd` when given: the stored options
     /// take the new directory (sent as `cwd` on `thread/resume` when the thread is next loaded
     /// into a Codex), and the next turn starts with it (`turn/start`'s `cwd`, which also moves
-    /// a thread that is loaded already). Refused while a turn runs.
+    /// a thread that is loaded already). Refused while a turn runs. A closed session is open
+    /// again: resuming it is asking for it.
     pub async fn resume_in(
         &self,
         id: &str,
         cwd: Option<&str>,
     ) -> Result<SessionHandle, RelayError> {
         let handle = self.session(id).await?;
+        handle.shared.reopen();
         if let Some(cwd) = cwd {
             move_to(&handle, cwd, None)?;
         }
@@ -73,6 +75,7 @@ impl Relay {
         // A given spec is materialized first: a refusal comes before Codex is asked anything.
         let early = spec.map(Workspace::materialize).transpose()?;
         let handle = self.session(id).await?;
+        handle.shared.reopen();
         let (workspace, spec) = match (early, spec) {
             (Some(ws), Some(spec)) => (ws, spec.clone()),
             _ => match handle.shared.workspace_spec() {

@@ -11,6 +11,7 @@ mod crash_loop;
 mod event_kinds;
 mod failures;
 mod fuzz_mapper;
+mod layers;
 mod pool;
 mod recovery;
 mod restarts;

@@ -1,0 +1,177 @@
+//! The layers hold: crate dependencies point down only (`cargo metadata`: wire types, then the
+//! Codex peer, then the engine, then the fronts, which never depend on one another, then the
+//! binary), and the engine's session, broker and relay modules form no cycle (read from their
+//! `crate::` paths).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// What each workspace crate may depend on (among the workspace's own crates).
+fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
+    BTreeMap::from([
+        ("codex-relay-protocol", &[][..]),
+        ("codex-relay-codex", &["codex-relay-protocol"][..]),
+        (
+            "codex-relay-core",
+            &["codex-relay-protocol", "codex-relay-codex"][..],
+        ),
+        (
+            "codex-relay-mcp",
+            &[
+                "codex-relay-protocol",
+                "codex-relay-codex",
+                "codex-relay-core",
+            ][..],
+        ),
+        (
+            "codex-relay-http",
+            &[
+                "codex-relay-protocol",
+                "codex-relay-codex",
+                "codex-relay-core",
+            ][..],
+        ),
+        (
+            "codex-relay-legacy",
+            &[
+                "codex-relay-protocol",
+                "codex-relay-codex",
+                "codex-relay-core",
+            ][..],
+        ),
+        ("codex-relay-testkit", &["codex-relay-protocol"][..]),
+    ])
+}
+
+#[test]
+fn crate_dependencies_point_down_and_fronts_do_not_import_each_other() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ours: BTreeSet<String> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    let allowed = allowed();
+    let mut checked = 0;
+    for p in meta["packages"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        // Normal dependencies only: a test may use the test bed.
+        let deps: BTreeSet<&str> = p["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap())
+            .filter(|d| ours.contains(*d))
+            .collect();
+        let Some(may) = allowed.get(name) else {
+            // The binary and the benches sit on top of everything.
+            assert!(
+                matches!(name, "codex-relay" | "codex-relay-bench"),
+                "{name} is a new crate: say where it sits in this test"
+            );
+            continue;
+        };
+        for d in &deps {
+            assert!(
+                may.contains(d),
+                "{name} depends on {d}, which is not below it (allowed: {may:?})"
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, allowed.len(), "every layered crate was found");
+}
+
+/// The top-level modules of `crates/core/src` that `path` (a file or a directory of one
+/// module) names as `crate::<module>`.
+fn references(path: &Path) -> BTreeSet<String> {
+    let files: Vec<PathBuf> = if path.is_dir() {
+        std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .collect()
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut out = BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, _) in text.match_indices("crate::") {
+            let name: String = text[i + 7..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            out.insert(name);
+        }
+    }
+    out
+}
+
+#[test]
+fn session_broker_and_relay_form_no_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = ["session", "broker", "relay"];
+    let graph: BTreeMap<&str, BTreeSet<String>> = modules
+        .iter()
+        .map(|m| {
+            let dir = src.join(m);
+            let path = if dir.is_dir() {
+                dir
+            } else {
+                src.join(format!("{m}.rs"))
+            };
+            let refs: BTreeSet<String> = references(&path)
+                .into_iter()
+                .filter(|r| modules.contains(&r.as_str()) && r != m)
+                .collect();
+            (*m, refs)
+        })
+        .collect();
+    // Depth-first search for a path back to the start.
+    fn reaches(
+        graph: &BTreeMap<&str, BTreeSet<String>>,
+        from: &str,
+        to: &str,
+        seen: &mut BTreeSet<String>,
+    ) -> bool {
+        for next in graph.get(from).into_iter().flatten() {
+            if next == to {
+                return true;
+            }
+            if seen.insert(next.clone()) && reaches(graph, next, to, seen) {
+                return true;
+            }
+        }
+        false
+    }
+    for m in modules {
+        assert!(
+            !reaches(&graph, m, m, &mut BTreeSet::new()),
+            "{m} reaches itself through {graph:?}"
+        );
+    }
+    // The direction the engine is built in: the relay over sessions over the broker.
+    assert!(graph["relay"].contains("session") && graph["session"].contains("broker"));
+}
