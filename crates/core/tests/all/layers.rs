@@ -1,7 +1,7 @@
 //! The layers hold: crate dependencies point down only (`cargo metadata`: wire types, then the
 //! Codex peer, then the engine, then the fronts, which never depend on one another, then the
 //! binary), and the engine's session, broker and relay modules form no cycle (read from their
-//! `crate::` paths).
+//! `crate::` paths). And each crate's integration tests stay one binary.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -45,8 +45,8 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     ])
 }
 
-#[test]
-fn crate_dependencies_point_down_and_fronts_do_not_import_each_other() {
+/// The workspace's own packages, as `cargo metadata` describes them.
+fn metadata() -> Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
         .args([
@@ -64,7 +64,12 @@ fn crate_dependencies_point_down_and_fronts_do_not_import_each_other() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn crate_dependencies_point_down_and_fronts_do_not_import_each_other() {
+    let meta = metadata();
     let ours: BTreeSet<String> = meta["packages"]
         .as_array()
         .unwrap()
@@ -101,6 +106,27 @@ fn crate_dependencies_point_down_and_fronts_do_not_import_each_other() {
         checked += 1;
     }
     assert_eq!(checked, allowed.len(), "every layered crate was found");
+}
+
+/// Each crate's integration tests are one binary, `all` (docs/ARCHITECTURE.md): a file put
+/// straight in `tests/` would be compiled and linked as a binary of its own.
+#[test]
+fn every_crate_has_at_most_one_integration_test_binary() {
+    let meta = metadata();
+    for p in meta["packages"].as_array().unwrap() {
+        let tests: Vec<&str> = p["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "test"))
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            tests.is_empty() || tests == ["all"],
+            "{} has the test binaries {tests:?}: move them into tests/all/ as modules of main.rs",
+            p["name"]
+        );
+    }
 }
 
 /// The top-level modules of `crates/core/src` that `path` (a file or a directory of one
