@@ -287,7 +287,17 @@ mod tests {
             .spawn()
             .unwrap();
         let (_, peer) = listener.accept().unwrap();
-        let found = owners(std::process::id(), &[(peer, local)]);
+        // The connection is up before bash has exec'd `sleep`: until then the same pid is still
+        // `bash -c ...`, so look again until the exec shows (bounded).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let found = loop {
+            let found = owners(std::process::id(), &[(peer, local)]);
+            let bash_yet = matches!(&found[0], PeerOwner::InTree { command, .. } if command.starts_with("bash "));
+            if !bash_yet || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         assert!(
             matches!(&found[0], PeerOwner::InTree { pid, command } if *pid == child.id() && command == "sleep 30"),
             "{found:?}"
