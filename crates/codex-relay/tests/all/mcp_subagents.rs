@@ -170,8 +170,11 @@ async fn a_childs_approval_arrives_as_an_elicitation_and_approving_runs_it() {
     let (service, id) = start(&bed, client.clone(), "PARENT-E", "CHILD-E", "elicited.txt").await;
     let done = until_done(&service, &id, false).await;
     assert_eq!(done["status"], "done", "{done}");
-    assert!(bed.home.workspace().join("elicited.txt").exists());
     let asked = client.asked.lock().unwrap().clone();
+    assert!(
+        bed.home.workspace().join("elicited.txt").exists(),
+        "the approved command did not run; forms asked: {asked:?}; status: {done}"
+    );
     assert!(
         asked
             .iter()
