@@ -116,8 +116,10 @@ async fn two_threads_on_one_process_see_only_their_own_events(version: &'static 
 
 async fn sigkill_mid_turn_fails_pending_calls_and_leaves_no_process(version: &'static str) {
     let bed = Bed::start(version).await;
-    // A marker no other process on the machine has in its command line.
-    let marker = format!("30.{}", std::process::id());
+    // A marker no other process on the machine has in its command line: this test binary's
+    // pid and the version (both versions' variants run at once in this one process, and
+    // neither may take the other's `sleep` for its own), as digits `sleep` reads: 30.<pid>0<v>.
+    let marker = format!("30.{}0{}", std::process::id(), version.replace('.', ""));
     bed.model
         .push([Reply::exec(&format!("sleep {marker}"), "call_k")]);
     let (thread, mut sub) = bed
