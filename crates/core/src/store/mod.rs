@@ -2,7 +2,7 @@
 
 mod batch_sql;
 mod error;
-mod fence;
+pub(crate) mod fence;
 mod health;
 mod lost;
 mod open;
