@@ -47,6 +47,8 @@ pub struct EngineArgs {
     pub auth: crate::auth_args::AuthArgs,
     #[command(flatten)]
     pub policy: crate::policy_args::PolicyArgs,
+    #[command(flatten)]
+    pub cluster: crate::cluster_args::ClusterArgs,
 }
 
 impl EngineArgs {
@@ -78,6 +80,9 @@ impl EngineArgs {
         config.crash_policy.window = Duration::from_millis(self.codex_crash_window_ms);
         config.sessions_per_codex = self.sessions_per_codex;
         config.policy = self.policy.policy()?;
+        if config.store.starts_with("postgres") {
+            config.cluster = self.cluster.config(&self.builder().data_dir_target())?;
+        }
         Ok(config)
     }
 
@@ -101,6 +106,7 @@ impl EngineArgs {
             sessions_per_codex = config.sessions_per_codex,
             credentials = %auth,
             start_policy = %crate::policy_args::PolicyArgs::describe(&config.policy),
+            instance = config.cluster.instance_id.as_deref().unwrap_or("(random)"),
             "engine settings"
         );
         Relay::open(config)

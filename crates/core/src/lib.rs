@@ -22,6 +22,8 @@ pub mod auth;
 pub mod broker;
 mod by_id;
 mod capabilities;
+pub mod cluster;
+pub mod config;
 pub mod control;
 pub mod crash_loop;
 mod deadlines;

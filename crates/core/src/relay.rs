@@ -5,16 +5,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use codex_relay_codex::{AppServer, AppServerConfig};
-use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode, ThreadStartParams};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use codex_relay_codex::AppServer;
+use codex_relay_protocol::v2::ThreadStartParams;
 use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
 use crate::error::RelayError;
 use crate::event::Envelope;
-use crate::modes::PermissionMode;
 use crate::pool::{CodexProcessView, Pool};
 use crate::session::{
     Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
@@ -23,98 +20,9 @@ use crate::slots::{SlotGuard, Slots};
 use crate::store::Store;
 pub use crate::tool::{DynamicTool, ToolHandler};
 
-/// Sessions per app-server unless configured (see docs/ARCHITECTURE.md, "Pool", for the
-/// measurements behind it).
-pub const DEFAULT_SESSIONS_PER_CODEX: usize = 25;
-
-/// How long [`Relay::shutdown`] lets a failing store retry before it gives up what it holds.
-pub const STORE_FAULT_AT_SHUTDOWN: Duration = Duration::from_secs(10);
-
-/// Engine settings.
-#[derive(Debug, Clone)]
-pub struct RelayConfig {
-    pub codex: AppServerConfig,
-    /// A SQLite path or URL, or a Postgres URL.
-    pub store: String,
-    /// Sessions open at once in this relay (MAX_SESSIONS).
-    pub max_sessions: usize,
-    /// How long a pending request waits before it is resolved fail-closed (APPROVAL_TIMEOUT_MS).
-    pub approval_timeout: Duration,
-    /// Events per session kept in memory; older ones are read from the store (EVENT_BUFFER_SIZE).
-    pub event_buffer: usize,
-    /// Tuning of the store's writer (batching, the write-queue bound, the spool).
-    pub store_options: crate::store::StoreOptions,
-    /// When to stop restarting a crashing Codex (CODEX_CRASH_LIMIT, CODEX_CRASH_WINDOW_MS).
-    pub crash_policy: crate::crash_loop::CrashPolicy,
-    /// Sessions per `codex app-server` process (SESSIONS_PER_CODEX); 0 puts every session with
-    /// the same process settings on one shared process.
-    pub sessions_per_codex: usize,
-    /// How long a process with no session left keeps running before it is stopped.
-    pub codex_idle_linger: Duration,
-    /// Credentials sent to every app-server the relay starts, and the token refresh callback
-    /// (see [`crate::auth`]). The default sends none.
-    pub auth: crate::auth::AuthConfig,
-    /// What clients may start (directories, sandbox, approval policy, config overrides); the
-    /// default allows everything.
-    pub policy: crate::policy::StartPolicy,
-}
-
-impl RelayConfig {
-    pub fn new(codex: AppServerConfig, store: impl Into<String>) -> Self {
-        Self {
-            codex,
-            store: store.into(),
-            max_sessions: 32,
-            approval_timeout: Duration::from_millis(300_000),
-            event_buffer: 1000,
-            // Raw lines are stored in chunks of up to RAW_CHUNK lines; 1000 chunks per session
-            // keep the last 1000 bursts (at most 64,000 lines).
-            store_options: crate::store::StoreOptions {
-                raw_lines_per_session: 1000,
-                ..Default::default()
-            },
-            crash_policy: Default::default(),
-            sessions_per_codex: DEFAULT_SESSIONS_PER_CODEX,
-            codex_idle_linger: Duration::from_secs(10),
-            auth: Default::default(),
-            policy: Default::default(),
-        }
-    }
-}
-
-/// How to create a session. Optional values reach Codex only when given. Stored (with the
-/// values in effect) as the session's options.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct CreateOptions {
-    /// The first message; without it the session starts idle.
-    pub prompt: Option<String>,
-    pub images: Vec<String>,
-    pub cwd: Option<String>,
-    pub model: Option<String>,
-    pub approval_policy: Option<ApprovalPolicy>,
-    pub sandbox: Option<SandboxMode>,
-    /// Sets approval policy and sandbox together (explicit values above win).
-    pub mode: Option<PermissionMode>,
-    pub base_instructions: Option<String>,
-    pub developer_instructions: Option<String>,
-    /// Codex config overrides (`-c` keys), e.g. `{"model_reasoning_effort": "low"}`.
-    pub config: Option<Map<String, Value>>,
-    /// A Codex profile for this session (see `profile.rs`); explicit `config` wins over it.
-    pub profile: Option<String>,
-    /// CODEX_HOME for this session's Codex (default: the relay's). Sessions with different
-    /// homes never share an app-server process.
-    pub codex_home: Option<String>,
-    /// JSON schema for the first turn's final message.
-    pub output_schema: Option<Value>,
-    /// Run the first turn in plan mode (the model may ask questions).
-    pub plan_mode: bool,
-    /// The workspace this session works in ([`crate::workspace::fingerprint`]); stored, so
-    /// [`Relay::session_for_workspace`] finds the session again for reuse.
-    pub workspace_fingerprint: Option<String>,
-    #[serde(skip)]
-    pub dynamic_tools: Vec<DynamicTool>,
-}
+pub use crate::config::{
+    CreateOptions, DEFAULT_SESSIONS_PER_CODEX, RelayConfig, STORE_FAULT_AT_SHUTDOWN,
+};
 
 pub(crate) struct RelayInner {
     pub config: RelayConfig,
@@ -127,6 +35,8 @@ pub(crate) struct RelayInner {
     /// Fresh isolated copies the relay made itself for sessions continued after their copy was
     /// gone (see `workspace/resume.rs`); each removed when its session closes or the relay ends.
     pub(crate) copies: Mutex<HashMap<String, crate::workspace::Workspace>>,
+    /// This relay's part in a cluster (a Postgres store with clustering on).
+    pub(crate) cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
 }
 
 /// The engine. Cheap to clone.
@@ -136,12 +46,16 @@ pub struct Relay {
 }
 
 impl RelayInner {
-    fn get(&self, id: &str) -> Option<SessionHandle> {
+    pub(crate) fn get(&self, id: &str) -> Option<SessionHandle> {
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
             .cloned()
+    }
+
+    pub(crate) fn sessions_mut(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionHandle>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn handles(&self) -> Vec<SessionHandle> {
@@ -180,6 +94,7 @@ impl Relay {
             sessions: Mutex::new(HashMap::new()),
             feed,
             copies: Mutex::new(HashMap::new()),
+            cluster: Default::default(),
         });
         let relay = Relay { inner };
         let weak = Arc::downgrade(&relay.inner);
@@ -188,20 +103,27 @@ impl Relay {
             Arc::downgrade(&relay.inner.store.stats_handle()),
             move || {
                 let inner = weak.upgrade()?;
-                Some(inner.handles().into_iter().map(|h| h.shared).collect())
+                // Mirrors of other instances' sessions are theirs to tell.
+                let own = inner.handles().into_iter().filter(|h| !h.remote);
+                Some(own.map(|h| h.shared).collect())
             },
         ));
         let spawn = |shared| {
             relay.spawn_session(shared, None, &[], None);
         };
+        // One instance of a cluster restores the sessions it runs; the others' are mirrored.
+        let own = crate::cluster::join(&relay).await?;
         crate::recovery::restore(crate::recovery::Inputs {
             store: &relay.inner.store,
             event_buffer: relay.inner.config.event_buffer,
             broker: &relay.inner.broker,
             servers: &relay.inner.servers,
             spawn: &spawn,
+            only: own.as_ref(),
+            why: crate::recovery::RESTARTED,
         })
         .await?;
+        crate::cluster::start(&relay).await?;
         Ok(relay)
     }
 
@@ -295,7 +217,11 @@ impl Relay {
             agent_rx,
             agent_seen: Default::default(),
         };
-        let handle = SessionHandle { shared, cmds: tx };
+        let handle = SessionHandle {
+            shared,
+            cmds: tx,
+            remote: false,
+        };
         self.inner
             .sessions
             .lock()
@@ -306,6 +232,19 @@ impl Relay {
 
     /// Creates a session (a new Codex thread) and, given a prompt, starts its first turn.
     pub async fn create(
+        &self,
+        opts: CreateOptions,
+    ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
+        self.check_policy(&opts)?;
+        // In a cluster, past this instance's load the session starts on the least loaded one.
+        if let Some(placed) = self.place_elsewhere(&opts).await? {
+            return Ok(placed);
+        }
+        self.create_here(opts).await
+    }
+
+    /// [`Relay::create`] on this instance, whatever its load.
+    pub(crate) async fn create_here(
         &self,
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
@@ -352,6 +291,8 @@ impl Relay {
         };
         let started = server.thread_start(&params).await?;
         let id = started.thread.id.clone();
+        // Recorded as this instance's before anything of it is written.
+        self.claim_new(&id).await?;
         slot.name(&id);
         place.bind(&id);
         // What a later thread/resume passes again: the settings in effect, profile included.
@@ -443,11 +384,20 @@ impl Relay {
         if id.trim().is_empty() {
             return Err(RelayError::UnknownSession(id.to_owned()));
         }
-        let slot = self.inner.slots.claim(id)?;
+        // In a cluster another instance may run it: then it is mirrored here.
+        if let Some(mirror) = self.route_elsewhere(id).await? {
+            return Ok(mirror);
+        }
+        let slot = self
+            .inner
+            .slots
+            .claim(id)
+            .inspect_err(|_| self.unclaim(id))?;
         let server = match self.inner.servers.server_for(id, None).await {
             Ok(server) => server,
             Err(e) => {
                 self.inner.servers.release(id);
+                self.unclaim(id);
                 return Err(e);
             }
         };
@@ -462,6 +412,7 @@ impl Relay {
             Ok(r) => r,
             Err(e) => {
                 self.inner.servers.release(id);
+                self.unclaim(id);
                 tracing::debug!(id, "thread/resume failed: {e}");
                 return Err(RelayError::from_resume(id, e));
             }
@@ -475,6 +426,7 @@ impl Relay {
             &self.default_cwd(),
         ) {
             self.inner.servers.release(id);
+            self.unclaim(id);
             return Err(e);
         }
         let state = SessionShared::fresh_state(
@@ -504,6 +456,10 @@ impl Relay {
     /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
     pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
         let handle = self.session(id).await?;
+        if handle.remote {
+            // Checked and run where the session runs.
+            return handle.say(input).await;
+        }
         let policy = &self.inner.config.policy;
         if !input.images.is_empty() && !policy.is_open() {
             let cwd = handle.snapshot().cwd;
@@ -527,13 +483,13 @@ impl Relay {
     }
 
     pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {
-        self.known(id)?.interrupt().await
+        self.known_anywhere(id).await?.interrupt().await
     }
 
     /// Ends a session; `force` does not wait for the running turn to stop.
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
         // The actor frees the session's slot as it closes.
-        let closed = self.known(id)?.close(force).await;
+        let closed = self.known_anywhere(id).await?.close(force).await;
         self.inner
             .copies
             .lock()
@@ -554,7 +510,7 @@ impl Relay {
         after: u64,
         limit: usize,
     ) -> Result<Vec<Arc<Envelope>>, RelayError> {
-        let handle = self.known(id)?;
+        let handle = self.known_anywhere(id).await?;
         if let Some(events) = handle.shared.events_in_memory(after, limit) {
             return Ok(events);
         }
@@ -582,7 +538,7 @@ impl Relay {
     /// The newest raw Codex lines of a session (at most `limit`), oldest first, from the store
     /// (kept bounded; see docs/STORE.md), for re-normalizing history.
     pub async fn raw_lines(&self, id: &str, limit: usize) -> Result<Vec<String>, RelayError> {
-        self.known(id)?;
+        self.known_anywhere(id).await?;
         self.inner.store.flush().await?;
         let chunks = self
             .inner
@@ -604,12 +560,12 @@ impl Relay {
 
     /// Long-poll: waits until the session logs past `after` or changes status.
     pub async fn wait(&self, id: &str, after: u64, timeout: Duration) -> Result<bool, RelayError> {
-        Ok(self.known(id)?.wait(after, timeout).await)
+        Ok(self.known_anywhere(id).await?.wait(after, timeout).await)
     }
 
     /// Long-poll: waits until the session needs attention (see [`SessionHandle::wait_attention`]).
     pub async fn wait_attention(&self, id: &str, timeout: Duration) -> Result<bool, RelayError> {
-        Ok(self.known(id)?.wait_attention(timeout).await)
+        Ok(self.known_anywhere(id).await?.wait_attention(timeout).await)
     }
 
     /// Answers a pending request; the first answer wins.
@@ -620,7 +576,14 @@ impl Relay {
         answer: crate::answer::Answer,
         by: &str,
     ) -> Result<Resolution, RelayError> {
-        self.known(session_id)?;
+        if self.known_anywhere(session_id).await?.remote {
+            return self
+                .respond_remote(session_id, request_id, answer, by)
+                .await;
+        }
+        if self.inner.broker.is_open(session_id, request_id) {
+            self.claim_answer(session_id, request_id, by).await?;
+        }
         self.inner
             .broker
             .answer(
@@ -632,8 +595,16 @@ impl Relay {
             .await
     }
 
+    /// Open requests (of one session, or all), oldest first: this instance's from its broker,
+    /// and those of the sessions it mirrors.
     pub fn pending(&self, session_id: Option<&str>) -> Vec<PendingView> {
-        self.inner.broker.pending(session_id)
+        let mut all = self.inner.broker.pending(session_id);
+        let mirrors = self.inner.handles().into_iter().filter(|h| h.remote);
+        for h in mirrors.filter(|h| session_id.is_none_or(|s| s == h.id())) {
+            all.extend(h.snapshot().pending);
+        }
+        all.sort_by_key(|p| p.created_at);
+        all
     }
 
     /// Sessions of this relay.
@@ -681,6 +652,12 @@ impl Relay {
             // Everything is committed: the spool is not needed to recover this run.
             Ok(()) => store.release_spool(),
             Err(e) => tracing::error!("flushing the store at shutdown failed: {e}"),
+        }
+        if store.stats().fault().is_none() {
+            crate::cluster::leave(self).await;
+        } else {
+            // Leaving needs the database; others take over once the lease runs out.
+            crate::cluster::stop(self);
         }
         let unstored = store.unstored_events();
         if unstored > 0 {

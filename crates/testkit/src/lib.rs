@@ -9,6 +9,7 @@
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
 //! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CI=true` refuses).
 //! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
+//! - [`tcp_proxy`]: a TCP proxy a test cuts and mends (a network cut to Postgres).
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
 pub mod clients;
@@ -20,6 +21,7 @@ pub mod model;
 pub mod postgres;
 pub mod procs;
 pub mod skip;
+pub mod tcp_proxy;
 
 pub use home::{CodexHome, HomeOptions};
 

@@ -4,12 +4,15 @@
 //! `cargo test -p <crate> --test all <file>` runs one file); the shared helpers are modules
 //! beside them, so that a helper no test uses is dead code.
 
+mod cluster_support;
 mod common;
 mod http_support;
 mod legacy_support;
 mod library_support;
 
 mod browser;
+mod cluster;
+mod cluster_faults;
 mod codex_faults;
 mod conformance;
 mod demo_session;
