@@ -13,6 +13,7 @@ mod library_support;
 mod browser;
 mod cluster;
 mod cluster_faults;
+mod cluster_knobs;
 mod codex_faults;
 mod conformance;
 mod demo_session;
