@@ -170,7 +170,13 @@ async fn keep(inner: Weak<RelayInner>) {
             }
             continue;
         }
-        take_over_now(&relay).await;
+        // In its own task: adopting sessions (reading their logs, closing cut turns) must not
+        // hold up the next renewal of this instance's own lease.
+        // One at a time: a round while one runs skips it.
+        if c.taking_over.try_lock().is_ok() {
+            let taker = relay.clone();
+            tokio::spawn(async move { take_over_now(&taker).await });
+        }
         if rounds.is_multiple_of(240)
             && let Err(e) = sql::prune_commands(&c.pool).await
         {
