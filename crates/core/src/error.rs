@@ -37,6 +37,12 @@ pub enum RelayError {
     Workspace(#[from] crate::workspace::WorkspaceError),
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
+    /// An approval rule that cannot be taken, or is not there.
+    #[error("{0}")]
+    Rule(crate::rules::RuleError),
+    /// An answer link that does not answer (see [`crate::links::LinkError`]).
+    #[error("{0}")]
+    AnswerLink(crate::links::LinkError),
     #[error(
         "Codex crashed or failed to start {crashes} times within {window:?}, so codex-relay stopped restarting it (last: {last}); it tries again in {retry_in:?}, or restart the relay after fixing the cause"
     )]

@@ -5,22 +5,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use codex_relay_codex::{AppServer, AppServerConfig};
-use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode, ThreadStartParams};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use codex_relay_codex::AppServer;
+use codex_relay_protocol::v2::ThreadStartParams;
 use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
 use crate::error::RelayError;
 use crate::event::Envelope;
-use crate::modes::PermissionMode;
 use crate::pool::{CodexProcessView, Pool};
 use crate::session::{
     Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
 };
 use crate::slots::{SlotGuard, Slots};
 use crate::store::Store;
+pub use crate::config::{CreateOptions, RelayConfig};
 pub use crate::tool::{DynamicTool, ToolHandler};
 
 /// Sessions per app-server unless configured (see docs/ARCHITECTURE.md, "Pool", for the
@@ -30,92 +28,6 @@ pub const DEFAULT_SESSIONS_PER_CODEX: usize = 25;
 /// How long [`Relay::shutdown`] lets a failing store retry before it gives up what it holds.
 pub const STORE_FAULT_AT_SHUTDOWN: Duration = Duration::from_secs(10);
 
-/// Engine settings.
-#[derive(Debug, Clone)]
-pub struct RelayConfig {
-    pub codex: AppServerConfig,
-    /// A SQLite path or URL, or a Postgres URL.
-    pub store: String,
-    /// Sessions open at once in this relay (MAX_SESSIONS).
-    pub max_sessions: usize,
-    /// How long a pending request waits before it is resolved fail-closed (APPROVAL_TIMEOUT_MS).
-    pub approval_timeout: Duration,
-    /// Events per session kept in memory; older ones are read from the store (EVENT_BUFFER_SIZE).
-    pub event_buffer: usize,
-    /// Tuning of the store's writer (batching, the write-queue bound, the spool).
-    pub store_options: crate::store::StoreOptions,
-    /// When to stop restarting a crashing Codex (CODEX_CRASH_LIMIT, CODEX_CRASH_WINDOW_MS).
-    pub crash_policy: crate::crash_loop::CrashPolicy,
-    /// Sessions per `codex app-server` process (SESSIONS_PER_CODEX); 0 puts every session with
-    /// the same process settings on one shared process.
-    pub sessions_per_codex: usize,
-    /// How long a process with no session left keeps running before it is stopped.
-    pub codex_idle_linger: Duration,
-    /// Credentials sent to every app-server the relay starts, and the token refresh callback
-    /// (see [`crate::auth`]). The default sends none.
-    pub auth: crate::auth::AuthConfig,
-    /// What clients may start (directories, sandbox, approval policy, config overrides); the
-    /// default allows everything.
-    pub policy: crate::policy::StartPolicy,
-}
-
-impl RelayConfig {
-    pub fn new(codex: AppServerConfig, store: impl Into<String>) -> Self {
-        Self {
-            codex,
-            store: store.into(),
-            max_sessions: 32,
-            approval_timeout: Duration::from_millis(300_000),
-            event_buffer: 1000,
-            // Raw lines are stored in chunks of up to RAW_CHUNK lines; 1000 chunks per session
-            // keep the last 1000 bursts (at most 64,000 lines).
-            store_options: crate::store::StoreOptions {
-                raw_lines_per_session: 1000,
-                ..Default::default()
-            },
-            crash_policy: Default::default(),
-            sessions_per_codex: DEFAULT_SESSIONS_PER_CODEX,
-            codex_idle_linger: Duration::from_secs(10),
-            auth: Default::default(),
-            policy: Default::default(),
-        }
-    }
-}
-
-/// How to create a session. Optional values reach Codex only when given. Stored (with the
-/// values in effect) as the session's options.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct CreateOptions {
-    /// The first message; without it the session starts idle.
-    pub prompt: Option<String>,
-    pub images: Vec<String>,
-    pub cwd: Option<String>,
-    pub model: Option<String>,
-    pub approval_policy: Option<ApprovalPolicy>,
-    pub sandbox: Option<SandboxMode>,
-    /// Sets approval policy and sandbox together (explicit values above win).
-    pub mode: Option<PermissionMode>,
-    pub base_instructions: Option<String>,
-    pub developer_instructions: Option<String>,
-    /// Codex config overrides (`-c` keys), e.g. `{"model_reasoning_effort": "low"}`.
-    pub config: Option<Map<String, Value>>,
-    /// A Codex profile for this session (see `profile.rs`); explicit `config` wins over it.
-    pub profile: Option<String>,
-    /// CODEX_HOME for this session's Codex (default: the relay's). Sessions with different
-    /// homes never share an app-server process.
-    pub codex_home: Option<String>,
-    /// JSON schema for the first turn's final message.
-    pub output_schema: Option<Value>,
-    /// Run the first turn in plan mode (the model may ask questions).
-    pub plan_mode: bool,
-    /// The workspace this session works in ([`crate::workspace::fingerprint`]); stored, so
-    /// [`Relay::session_for_workspace`] finds the session again for reuse.
-    pub workspace_fingerprint: Option<String>,
-    #[serde(skip)]
-    pub dynamic_tools: Vec<DynamicTool>,
-}
-
 pub(crate) struct RelayInner {
     pub config: RelayConfig,
     pub store: Store,
@@ -124,6 +36,8 @@ pub(crate) struct RelayInner {
     pub slots: Slots,
     sessions: Mutex<HashMap<String, SessionHandle>>,
     pub(crate) feed: Arc<crate::feed::Feed>,
+    /// Answer links' signing key (this process only).
+    pub(crate) links: crate::links::Links,
     /// Fresh isolated copies the relay made itself for sessions continued after their copy was
     /// gone (see `workspace/resume.rs`); each removed when its session closes or the relay ends.
     pub(crate) copies: Mutex<HashMap<String, crate::workspace::Workspace>>,
@@ -159,7 +73,8 @@ impl Relay {
     /// resolves requests left pending by a previous run as declined.
     pub async fn open(config: RelayConfig) -> Result<Relay, RelayError> {
         let store = Store::open_with(&config.store, config.store_options.clone()).await?;
-        let broker = Broker::new(config.approval_timeout, store.clone());
+        let rules = crate::approvals::load_rules(&store, config.rules_file.as_deref()).await?;
+        let broker = Broker::with_rules(config.approval_timeout, store.clone(), rules);
         let feed: Arc<crate::feed::Feed> = Arc::default();
         // Backpressure: Codex's output is read only while the store keeps up.
         let mut codex = config.codex.clone();
@@ -179,6 +94,7 @@ impl Relay {
             broker,
             sessions: Mutex::new(HashMap::new()),
             feed,
+            links: Default::default(),
             copies: Mutex::new(HashMap::new()),
         });
         let relay = Relay { inner };
@@ -621,6 +537,12 @@ impl Relay {
         by: &str,
     ) -> Result<Resolution, RelayError> {
         self.known(session_id)?;
+        if by.starts_with(crate::views::RULE_PREFIX) {
+            return Err(RelayError::InvalidAnswer {
+                id: request_id.to_owned(),
+                message: format!("a front cannot call itself {by:?}: `rule:` names rules"),
+            });
+        }
         self.inner
             .broker
             .answer(

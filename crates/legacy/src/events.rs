@@ -208,6 +208,7 @@ impl Translator {
                         cwd,
                         reason,
                         item_id,
+                        ..
                     } => out.msgs.push(json!({
                         "type": "exec_approval_request", "call_id": item_id,
                         "turn_id": turn, "command": split(command),
