@@ -298,5 +298,9 @@ fn slug(text: &str) -> String {
         }
     }
     let s: String = out.trim_matches('-').chars().take(40).collect();
-    if s.is_empty() { "rule".into() } else { s.trim_end_matches('-').to_owned() }
+    if s.is_empty() {
+        "rule".into()
+    } else {
+        s.trim_end_matches('-').to_owned()
+    }
 }

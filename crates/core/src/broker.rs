@@ -209,7 +209,9 @@ impl Broker {
             Err(e) => {
                 // Rules only ever answer approvals, which take both answers.
                 tracing::error!(rule = %ruling.rule, "a rule's answer did not fit: {e}");
-                incoming.responder.fail_closed("a rule's answer did not fit");
+                incoming
+                    .responder
+                    .fail_closed("a rule's answer did not fit");
                 return;
             }
         };
@@ -221,7 +223,9 @@ impl Broker {
         };
         tracing::info!(session = %session.session_id(), request = %view.id, rule = %ruling.rule,
             decision = resolution.decision.as_str(), "answered by a rule");
-        self.inner.store.upsert_pending(record(&view, Some(&resolution)));
+        self.inner
+            .store
+            .upsert_pending(record(&view, Some(&resolution)));
         session.ruled(&view, crate::event::request_ruled(&resolution, &view));
         {
             let mut st = self.lock();
@@ -406,7 +410,12 @@ impl Broker {
 
     /// How a request was resolved, if this broker remembers it.
     pub fn resolution(&self, id: &str) -> Option<Resolution> {
-        self.lock().resolved.iter().rev().find(|r| r.id == id).cloned()
+        self.lock()
+            .resolved
+            .iter()
+            .rev()
+            .find(|r| r.id == id)
+            .cloned()
     }
 
     /// Remembers a resolution made outside the broker (pending requests found in the store

@@ -229,7 +229,7 @@ async fn a_rule_answers_as_the_request_opens_and_nobody_is_asked() {
 
     // Only the third reached the session as pending; the others were logged as ruled.
     assert_eq!(*sink.opened.lock().unwrap(), vec![asked.id.clone()]);
-    let ruled = sink.ruled.lock().unwrap();
+    let ruled = sink.ruled.lock().unwrap().clone();
     let words: Vec<(String, String, Option<String>, bool)> = ruled
         .iter()
         .map(|ev| match ev {
@@ -251,7 +251,12 @@ async fn a_rule_answers_as_the_request_opens_and_nobody_is_asked() {
     assert_eq!(
         words,
         vec![
-            (format!("{}:approve", allowed.id), "rule:st".into(), None, true),
+            (
+                format!("{}:approve", allowed.id),
+                "rule:st".into(),
+                None,
+                true
+            ),
             (
                 format!("{}:deny", denied.id),
                 "rule:no-rm".into(),
@@ -261,7 +266,10 @@ async fn a_rule_answers_as_the_request_opens_and_nobody_is_asked() {
         ]
     );
     // A ruled request is resolved: a late answer is told which rule decided.
-    match broker.answer("s1", &allowed.id, Answer::deny("no"), mcp()).await {
+    match broker
+        .answer("s1", &allowed.id, Answer::deny("no"), mcp())
+        .await
+    {
         Err(RelayError::AlreadyResolved { by, .. }) => assert_eq!(by, "rule:st"),
         other => panic!("{other:?}"),
     }

@@ -20,7 +20,9 @@ const VERSION: &str = "v1";
 /// Why a link does not answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkError {
-    #[error("this answer link is not valid (altered, or not made by this relay since it last started)")]
+    #[error(
+        "this answer link is not valid (altered, or not made by this relay since it last started)"
+    )]
     Invalid,
     #[error("this answer link is for another request")]
     OtherRequest,
@@ -65,7 +67,9 @@ pub(crate) fn token_hash(token: &str) -> String {
 impl Links {
     fn mac(&self, request: &str, expires: i64, nonce: &str) -> Vec<u8> {
         let mut mac = HmacSha256::new_from_slice(&self.key).expect("any key length");
-        mac.update(format!("codex-relay answer link {VERSION}\n{request}\n{expires}\n{nonce}").as_bytes());
+        mac.update(
+            format!("codex-relay answer link {VERSION}\n{request}\n{expires}\n{nonce}").as_bytes(),
+        );
         mac.finalize().into_bytes().to_vec()
     }
 

@@ -10,6 +10,7 @@ use codex_relay_protocol::v2::ThreadStartParams;
 use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
+pub use crate::config::{CreateOptions, RelayConfig};
 use crate::error::RelayError;
 use crate::event::Envelope;
 use crate::pool::{CodexProcessView, Pool};
@@ -18,7 +19,6 @@ use crate::session::{
 };
 use crate::slots::{SlotGuard, Slots};
 use crate::store::Store;
-pub use crate::config::{CreateOptions, RelayConfig};
 pub use crate::tool::{DynamicTool, ToolHandler};
 
 /// Sessions per app-server unless configured (see docs/ARCHITECTURE.md, "Pool", for the

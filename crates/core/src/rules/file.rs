@@ -44,8 +44,7 @@ pub fn parse_toml(file: &str, text: &str) -> Result<Vec<RuleSpec>, RulesFileErro
     for spanned in parsed.rule {
         let line = line_of(text, spanned.span().start);
         let spec = spanned.into_inner();
-        spec.check()
-            .map_err(|e| err(format!("line {line}: {e}")))?;
+        spec.check().map_err(|e| err(format!("line {line}: {e}")))?;
         if let Some(first) = seen.insert(spec.name.clone(), line) {
             return Err(err(format!(
                 "line {line}: rule {:?} is already defined at line {first}",

@@ -58,7 +58,10 @@ impl RuleInput {
         let escalating_policy = ctx.approval_policy != Some(ApprovalPolicy::Untrusted);
         let full_access = ctx.sandbox == Some(SandboxMode::DangerFullAccess);
         match (&view.details, request) {
-            (PendingDetails::CommandApproval { command, cwd, .. }, ServerRequest::CommandApproval(p)) => {
+            (
+                PendingDetails::CommandApproval { command, cwd, .. },
+                ServerRequest::CommandApproval(p),
+            ) => {
                 input.command = Some(shell::parse(command));
                 input.cwd = cwd.clone().or(ctx.cwd.clone());
                 if let Some(Value::Array(actions)) = &p.command_actions {
@@ -69,11 +72,17 @@ impl RuleInput {
                         .collect();
                 }
                 let reason = p.reason.as_deref().unwrap_or_default().to_ascii_lowercase();
-                input.widens = if p.additional_permissions.as_ref().is_some_and(|v| !v.is_null()) {
+                input.widens = if p
+                    .additional_permissions
+                    .as_ref()
+                    .is_some_and(|v| !v.is_null())
+                {
                     Some("it asks for permissions beyond the sandbox")
-                } else if p.network_approval_context.as_ref().is_some_and(|v| !v.is_null())
-                    || p
-                        .proposed_network_policy_amendments
+                } else if p
+                    .network_approval_context
+                    .as_ref()
+                    .is_some_and(|v| !v.is_null())
+                    || p.proposed_network_policy_amendments
                         .as_ref()
                         .is_some_and(|v| !v.is_empty())
                     || reason.contains("network access")
@@ -83,7 +92,9 @@ impl RuleInput {
                     Some("it asks to run again outside the sandbox")
                 } else if escalating_policy && !full_access {
                     // Under on-request (and on-failure) Codex asks only to leave the sandbox.
-                    Some("under this approval policy an approval lets the command leave the sandbox")
+                    Some(
+                        "under this approval policy an approval lets the command leave the sandbox",
+                    )
                 } else {
                     None
                 };

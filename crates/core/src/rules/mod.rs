@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-pub use file::{parse_toml, RulesFileError};
+pub use file::{RulesFileError, parse_toml};
 pub use input::{RuleContext, RuleInput};
 pub use pattern::Pattern;
 
@@ -67,7 +67,11 @@ impl Source {
     }
 
     pub fn parse(s: &str) -> Self {
-        if s == "file" { Source::File } else { Source::Api }
+        if s == "file" {
+            Source::File
+        } else {
+            Source::Api
+        }
     }
 }
 
@@ -312,7 +316,10 @@ impl Compiled {
             let ok = match (&self.cwd, &self.cwd_dir) {
                 (Some(p), _) => p.matches(cwd),
                 (None, Some(dir)) => {
-                    cwd == dir || cwd.strip_prefix(dir.as_str()).is_some_and(|r| r.starts_with('/'))
+                    cwd == dir
+                        || cwd
+                            .strip_prefix(dir.as_str())
+                            .is_some_and(|r| r.starts_with('/'))
                 }
                 _ => true,
             };

@@ -181,8 +181,16 @@ mod tests {
         let lead = Pattern::path("**/Cargo.toml").unwrap();
         assert!(lead.matches("Cargo.toml") && lead.matches("a/b/Cargo.toml"));
         assert!(!lead.matches("a/xCargo.toml"));
-        assert!(Pattern::path("src/[a-c]?.txt").unwrap().matches("src/b1.txt"));
-        assert!(!Pattern::path("src/[!a-c]?.txt").unwrap().matches("src/b1.txt"));
+        assert!(
+            Pattern::path("src/[a-c]?.txt")
+                .unwrap()
+                .matches("src/b1.txt")
+        );
+        assert!(
+            !Pattern::path("src/[!a-c]?.txt")
+                .unwrap()
+                .matches("src/b1.txt")
+        );
         assert!(Pattern::path("a/[").is_err());
         assert!(Pattern::path("a/[z-a]").is_err());
         assert!(Pattern::path(" ").is_err());

@@ -36,10 +36,9 @@ pub fn parse(command: &str) -> Parsed {
         && outer.commands.len() == 1
     {
         let (flags, script) = rest.split_at(rest.len().saturating_sub(1));
-        let takes_script = flags
-            .iter()
-            .all(|f| f.starts_with('-') && f.len() > 1 && f[1..].chars().all(|c| "lci".contains(c)))
-            && flags.iter().any(|f| f.contains('c'));
+        let takes_script = flags.iter().all(|f| {
+            f.starts_with('-') && f.len() > 1 && f[1..].chars().all(|c| "lci".contains(c))
+        }) && flags.iter().any(|f| f.contains('c'));
         if takes_script && let [script] = script {
             let inner = lex(script);
             return Parsed {
@@ -216,7 +215,10 @@ mod tests {
         );
         assert_eq!(argv("ls -la"), Some(vec!["ls".into(), "-la".into()]));
         assert_eq!(parse("/bin/bash -lc 'git status'").script, "git status");
-        assert_eq!(argv("git log --format=%H"), Some(vec!["git".into(), "log".into(), "--format=%H".into()]));
+        assert_eq!(
+            argv("git log --format=%H"),
+            Some(vec!["git".into(), "log".into(), "--format=%H".into()])
+        );
     }
 
     #[test]

@@ -97,11 +97,13 @@ impl Store {
 
     /// Deletes a rule; true when there was one.
     pub async fn delete_rule(&self, name: &str) -> Result<bool, StoreError> {
-        on_pool!(self.pool(), |p| sqlx::query("DELETE FROM rules WHERE name = $1")
-            .bind(name)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected() > 0))
+        on_pool!(self.pool(), |p| sqlx::query(
+            "DELETE FROM rules WHERE name = $1"
+        )
+        .bind(name)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected() > 0))
         .map_err(StoreError::query("delete a rule"))
     }
 
