@@ -8,6 +8,7 @@
 //!   [`gate`]: the token, browser logins and the cross-site check; [`auth`]: the credentials;
 //!   [`streams`]: the cap on open event streams.
 //! - [`server`]: the server loop (header timeout, connection cap, the peer check).
+//! - [`rules`]: approval rules (list, put, delete, suggest from a request).
 //! - [`health`]: `/healthz`, `/metrics`; [`openapi`]: the generated document.
 
 pub mod auth;
@@ -18,6 +19,7 @@ pub mod health;
 pub mod openapi;
 pub mod permission;
 pub mod relay_stream;
+pub mod rules;
 pub mod security;
 pub mod server;
 pub mod sessions;
@@ -83,6 +85,9 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         .route("/api/stream", get(relay_stream::stream))
         .route("/api/codex/permission/respond", post(permission::respond))
         .route("/api/codex/permission/pending", get(permission::pending))
+        .route("/api/rules", get(rules::list).post(rules::put))
+        .route("/api/rules/suggest", get(rules::suggest))
+        .route("/api/rules/{name}", axum::routing::delete(rules::delete))
         .route("/api/openapi.json", get(openapi::document))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))

@@ -76,6 +76,8 @@ static ASSETS: &[Asset] = &[
     asset!("cards.js", JS),
     asset!("diff.js", JS),
     asset!("text.js", JS),
+    asset!("rules.js", JS),
+    asset!("ruleform.js", JS),
 ];
 
 /// Only our own scripts, styles and connections; no framing.
