@@ -174,6 +174,43 @@ impl Store {
         .map_err(StoreError::query("record a delivery"))
     }
 
+    /// Takes a due notification for one attempt: true for the one caller (of any relay on
+    /// this store) that moved its next try from `due` to `lease_until`.
+    pub async fn claim_notification(
+        &self,
+        id: &str,
+        due: i64,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
+        on_pool!(self.pool(), |p| sqlx::query(
+            "UPDATE notify_outbox SET next_at = $3 WHERE id = $1 AND state = 'pending' AND next_at = $2"
+        )
+        .bind(id)
+        .bind(due)
+        .bind(lease_until)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected() == 1))
+        .map_err(StoreError::query("claim a notification"))
+    }
+
+    /// Notifications of a request not yet sent, given up because it was answered first.
+    pub async fn skip_notifications_for(
+        &self,
+        request_id: &str,
+        now: i64,
+    ) -> Result<u64, StoreError> {
+        on_pool!(self.pool(), |p| sqlx::query(
+            "UPDATE notify_outbox SET state = 'skipped', done_at = $2, last_error = 'answered before it was sent' WHERE request_id = $1 AND state = 'pending'"
+        )
+        .bind(request_id)
+        .bind(now)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()))
+        .map_err(StoreError::query("skip notifications"))
+    }
+
     /// The newest notifications, newest first.
     pub async fn notifications(&self, limit: i64) -> Result<Vec<OutboxRecord>, StoreError> {
         let sql = format!(
