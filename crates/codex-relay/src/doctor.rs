@@ -81,6 +81,29 @@ async fn check_store(target: &str) -> bool {
                     note.fault
                 );
             }
+            for i in &r.cluster {
+                println!(
+                    "cluster:         instance {} ({}, epoch {}): {} session(s), lease {} ({} ms since renewed){}{}",
+                    i.id,
+                    i.state,
+                    i.epoch,
+                    i.sessions,
+                    if i.lease_left_ms >= 0 {
+                        format!("{} ms left", i.lease_left_ms)
+                    } else {
+                        format!("expired {} ms ago", -i.lease_left_ms)
+                    },
+                    i.renewed_ms_ago,
+                    i.url
+                        .as_deref()
+                        .map(|u| format!(", at {u}"))
+                        .unwrap_or_default(),
+                    i.taken_by
+                        .as_deref()
+                        .map(|t| format!(", taken over by {t}"))
+                        .unwrap_or_default(),
+                );
+            }
             true
         }
         Err(e) => {

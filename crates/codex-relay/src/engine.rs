@@ -51,6 +51,8 @@ pub struct EngineArgs {
     pub auth: crate::auth_args::AuthArgs,
     #[command(flatten)]
     pub policy: crate::policy_args::PolicyArgs,
+    #[command(flatten)]
+    pub cluster: crate::cluster_args::ClusterArgs,
 }
 
 impl EngineArgs {
@@ -89,6 +91,9 @@ impl EngineArgs {
             tracing::info!(file = %file.display(), rules = rules.len(), "rules file read");
             config.rules_file = Some(rules);
         }
+        if config.store.starts_with("postgres") {
+            config.cluster = self.cluster.config(&self.builder().data_dir_target())?;
+        }
         Ok(config)
     }
 
@@ -112,6 +117,7 @@ impl EngineArgs {
             sessions_per_codex = config.sessions_per_codex,
             credentials = %auth,
             start_policy = %crate::policy_args::PolicyArgs::describe(&config.policy),
+            instance = config.cluster.instance_id.as_deref().unwrap_or("(random)"),
             "engine settings"
         );
         Relay::open(config)

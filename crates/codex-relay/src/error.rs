@@ -329,6 +329,10 @@ impl From<RelayError> for Error {
             RelayError::Start(_) | RelayError::CodexCrashLoop { .. } => {
                 Error::new(Phase::Codex, ErrorKind::Start, message)
             }
+            // Another instance of the cluster runs the session and did not answer, or failed.
+            RelayError::Owner { .. } | RelayError::Remote { .. } => {
+                Error::new(Phase::Codex, ErrorKind::Start, message)
+            }
             RelayError::Codex(p) => Error::from(p),
             RelayError::Auth(_) | RelayError::Forbidden(_) => {
                 Error::new(Phase::Request, ErrorKind::Refused, message)

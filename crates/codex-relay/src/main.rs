@@ -4,6 +4,7 @@ mod ask;
 mod auth_args;
 mod cli_run;
 mod cli_workspace;
+mod cluster_args;
 mod demo;
 mod demo_model;
 mod doctor;

@@ -67,7 +67,8 @@ impl PendingKind {
 pub const APPROVAL_OPTIONS: &[&str] = &["approve", "approve for session", "deny", "cancel"];
 
 /// For how long an approval holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Scope {
     /// This request only.
     Once,
@@ -76,7 +77,8 @@ pub enum Scope {
 }
 
 /// One value of an accepted MCP elicitation form (MCP forms hold primitives only).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum FormValue {
     Text(String),
     Number(f64),
@@ -96,8 +98,9 @@ impl FormValue {
     }
 }
 
-/// A front's answer to a pending request.
-#[derive(Debug, Clone, PartialEq)]
+/// A front's answer to a pending request (serialized only between instances of a cluster).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "answer", content = "value", rename_all = "kebab-case")]
 pub enum Answer {
     /// Allow it (approvals; an elicitation accepted with an empty form).
     Approve { scope: Scope },

@@ -1,5 +1,6 @@
 //! Answering a pending request known only by its id (the reference-001 HTTP contract names no
-//! session): the broker finds its session; a request that is gone says whether it was resolved.
+//! session): the broker (or, in a cluster, the store) finds its session; a request that is gone
+//! says whether it was resolved.
 
 use crate::answer::Answer;
 use crate::broker::{PendingView, Resolution};
@@ -10,11 +11,7 @@ use crate::views::ResolvedBy;
 impl Relay {
     /// The open request with this id, in any session.
     pub fn pending_by_id(&self, request_id: &str) -> Option<PendingView> {
-        self.inner
-            .broker
-            .pending(None)
-            .into_iter()
-            .find(|p| p.id == request_id)
+        self.pending(None).into_iter().find(|p| p.id == request_id)
     }
 
     /// Answers a pending request of any session; the first answer wins. A request that is no
@@ -27,8 +24,15 @@ impl Relay {
     ) -> Result<Resolution, RelayError> {
         match self.pending_by_id(request_id) {
             Some(p) => self.respond(&p.session_id, request_id, answer, by).await,
-            // Not open: the broker tells a resolved request from an unknown one.
             None => {
+                // In a cluster, another instance may know it (resolved there, or not mirrored
+                // here yet): its session's owner answers.
+                if let Some(session) = self.session_of_request(request_id).await
+                    && self.session(&session).await.is_ok_and(|h| h.remote)
+                {
+                    return self.respond(&session, request_id, answer, by).await;
+                }
+                // Not open: the broker tells a resolved request from an unknown one.
                 self.inner
                     .broker
                     .answer("", request_id, answer, ResolvedBy::Front(by.into()))

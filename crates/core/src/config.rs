@@ -8,8 +8,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::modes::PermissionMode;
-use crate::relay::DEFAULT_SESSIONS_PER_CODEX;
 use crate::tool::DynamicTool;
+
+/// Sessions per app-server unless configured (see docs/ARCHITECTURE.md, "Pool", for the
+/// measurements behind it).
+pub const DEFAULT_SESSIONS_PER_CODEX: usize = 25;
+
+/// How long [`Relay::shutdown`] lets a failing store retry before it gives up what it holds.
+pub const STORE_FAULT_AT_SHUTDOWN: Duration = Duration::from_secs(10);
 
 /// Engine settings.
 #[derive(Debug, Clone)]
@@ -41,6 +47,8 @@ pub struct RelayConfig {
     /// The rules of the `--rules` file: at open they replace the rules a file gave before
     /// (rules made over the API stay). `None` leaves the stored rules as they are.
     pub rules_file: Option<Vec<crate::rules::RuleSpec>>,
+    /// With a Postgres store: this relay as one instance of a cluster (docs/CLUSTER.md).
+    pub cluster: crate::cluster::ClusterConfig,
 }
 
 impl RelayConfig {
@@ -63,6 +71,7 @@ impl RelayConfig {
             auth: Default::default(),
             policy: Default::default(),
             rules_file: None,
+            cluster: Default::default(),
         }
     }
 }

@@ -47,6 +47,14 @@ impl Relay {
         let ended = tokio::time::timeout_at(until, status.wait_for(|s| !s.is_running()))
             .await
             .is_ok();
+        if handle.remote {
+            // Another instance runs it: past the grace, that instance closes it.
+            if ended {
+                return Ok(Stopped::Interrupted);
+            }
+            handle.close(true).await?;
+            return Ok(Stopped::Closed);
+        }
         let server = self.inner.servers.server_of(id);
         if ended {
             if let Some(server) = &server {

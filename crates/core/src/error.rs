@@ -52,6 +52,35 @@ pub enum RelayError {
         last: String,
         retry_in: std::time::Duration,
     },
+    /// The instance that runs the session (another instance of the cluster) could not be
+    /// reached, or did not answer in time.
+    #[error("session {session} runs on instance {owner}, which did not answer: {why}")]
+    Owner {
+        session: String,
+        owner: String,
+        why: String,
+    },
+    /// An error the owning instance returned, of a kind that has no fields worth keeping here
+    /// (its [`RelayError::code`] and text are kept).
+    #[error("{message}")]
+    Remote { code: String, message: String },
+}
+
+/// A [`RelayError`] as it travels between instances of a cluster.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WireError {
+    pub code: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<usize>,
 }
 
 impl From<crate::crash_loop::GaveUp> for RelayError {
@@ -66,6 +95,109 @@ impl From<crate::crash_loop::GaveUp> for RelayError {
 }
 
 impl RelayError {
+    /// A stable word for the kind of error, as the HTTP front's error codes name it.
+    pub fn code(&self) -> &str {
+        match self {
+            RelayError::UnknownSession(_) => "unknown_session",
+            RelayError::UnknownRequest { .. } => "unknown_request",
+            RelayError::AlreadyResolved { .. } => "already_resolved",
+            RelayError::InvalidAnswer { .. } => "invalid_answer",
+            RelayError::TooManySessions { .. } => "too_many_sessions",
+            RelayError::Closed(_) => "session_closed",
+            RelayError::InvalidOption(_) => "invalid_option",
+            RelayError::Forbidden(_) => "forbidden_option",
+            RelayError::Start(_) => "codex_unavailable",
+            RelayError::Codex(_) => "codex_error",
+            RelayError::Auth(_) => "codex_auth_failed",
+            RelayError::Workspace(_) => "workspace_refused",
+            RelayError::Store(_) => "store_unavailable",
+            RelayError::CodexCrashLoop { .. } => "codex_crash_loop",
+            RelayError::Owner { .. } => "owner_unreachable",
+            RelayError::Remote { code, .. } => code,
+            RelayError::Rule(r) => match r {
+                crate::rules::RuleError::Invalid { .. } => "invalid_rule",
+                crate::rules::RuleError::Unknown(_) => "unknown_rule",
+                crate::rules::RuleError::FromFile(_) => "rule_from_file",
+                crate::rules::RuleError::Store(_) => "store_unavailable",
+            },
+            RelayError::AnswerLink(l) => match l {
+                crate::links::LinkError::Invalid | crate::links::LinkError::OtherRequest => {
+                    "invalid_link"
+                }
+                crate::links::LinkError::Expired => "link_expired",
+                crate::links::LinkError::Used => "link_used",
+                crate::links::LinkError::AlreadyAnswered { .. } => "already_resolved",
+                crate::links::LinkError::Gone => "request_gone",
+                crate::links::LinkError::Store(_) => "store_unavailable",
+            },
+        }
+    }
+
+    /// The error as another instance receives it.
+    pub fn to_wire(&self) -> WireError {
+        let mut w = WireError {
+            code: self.code().to_owned(),
+            message: self.to_string(),
+            session: None,
+            request: None,
+            decision: None,
+            by: None,
+            max: None,
+        };
+        match self {
+            RelayError::UnknownSession(s) | RelayError::Closed(s) => w.session = Some(s.clone()),
+            RelayError::UnknownRequest { session, request } => {
+                w.session = Some(session.clone());
+                w.request = Some(request.clone());
+            }
+            RelayError::AlreadyResolved { id, decision, by } => {
+                w.request = Some(id.clone());
+                w.decision = Some(decision.clone());
+                w.by = Some(by.clone());
+            }
+            RelayError::InvalidAnswer { id, message } => {
+                w.request = Some(id.clone());
+                w.message = message.clone();
+            }
+            RelayError::InvalidOption(m) | RelayError::Forbidden(m) => w.message = m.clone(),
+            RelayError::TooManySessions { max } => w.max = Some(*max),
+            _ => {}
+        }
+        w
+    }
+
+    /// The error another instance returned, as the variant it was there where that matters to
+    /// the fronts (404, 409, 422 and their fields); others keep their code and text.
+    pub fn from_wire(w: WireError) -> Self {
+        let text = |o: Option<String>| o.unwrap_or_default();
+        match w.code.as_str() {
+            "unknown_session" => RelayError::UnknownSession(text(w.session)),
+            "session_closed" => RelayError::Closed(text(w.session)),
+            "unknown_request" => RelayError::UnknownRequest {
+                session: text(w.session),
+                request: text(w.request),
+            },
+            "already_resolved" => RelayError::AlreadyResolved {
+                id: text(w.request),
+                decision: text(w.decision),
+                by: text(w.by),
+            },
+            "invalid_answer" => RelayError::InvalidAnswer {
+                id: text(w.request),
+                message: w.message,
+            },
+            "invalid_option" => RelayError::InvalidOption(w.message),
+            "forbidden_option" => RelayError::Forbidden(w.message),
+            "too_many_sessions" => RelayError::TooManySessions {
+                max: w.max.unwrap_or_default(),
+            },
+            _ => RelayError::Remote {
+                code: w.code,
+                message: w.message,
+            },
+        }
+    }
+
     /// A failed `thread/resume`: Codex does not know the id (→ `UnknownSession`), or
     /// something else went wrong (kept as the Codex error).
     pub(crate) fn from_resume(id: &str, e: PeerError) -> Self {
@@ -83,5 +215,49 @@ impl RelayError {
         } else {
             RelayError::Codex(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_cross_instances_as_the_variant_the_fronts_map() {
+        let cases = [
+            RelayError::UnknownSession("s".into()),
+            RelayError::Closed("s".into()),
+            RelayError::UnknownRequest {
+                session: "s".into(),
+                request: "r".into(),
+            },
+            RelayError::AlreadyResolved {
+                id: "r".into(),
+                decision: "deny".into(),
+                by: "timeout".into(),
+            },
+            RelayError::InvalidAnswer {
+                id: "r".into(),
+                message: "no such option".into(),
+            },
+            RelayError::InvalidOption("bad".into()),
+            RelayError::Forbidden("outside roots".into()),
+            RelayError::TooManySessions { max: 3 },
+        ];
+        for e in cases {
+            let back = RelayError::from_wire(e.to_wire());
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.code(), e.code());
+        }
+        let crash = RelayError::Owner {
+            session: "s".into(),
+            owner: "a".into(),
+            why: "no answer within 30s".into(),
+        };
+        let back = RelayError::from_wire(crash.to_wire());
+        assert_eq!(
+            (back.code(), back.to_string()),
+            (crash.code(), crash.to_string())
+        );
     }
 }

@@ -10,7 +10,6 @@ use codex_relay_protocol::v2::ThreadStartParams;
 use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView, Resolution};
-pub use crate::config::{CreateOptions, RelayConfig};
 use crate::error::RelayError;
 use crate::event::Envelope;
 use crate::pool::{CodexProcessView, Pool};
@@ -21,12 +20,9 @@ use crate::slots::{SlotGuard, Slots};
 use crate::store::Store;
 pub use crate::tool::{DynamicTool, ToolHandler};
 
-/// Sessions per app-server unless configured (see docs/ARCHITECTURE.md, "Pool", for the
-/// measurements behind it).
-pub const DEFAULT_SESSIONS_PER_CODEX: usize = 25;
-
-/// How long [`Relay::shutdown`] lets a failing store retry before it gives up what it holds.
-pub const STORE_FAULT_AT_SHUTDOWN: Duration = Duration::from_secs(10);
+pub use crate::config::{
+    CreateOptions, DEFAULT_SESSIONS_PER_CODEX, RelayConfig, STORE_FAULT_AT_SHUTDOWN,
+};
 
 pub(crate) struct RelayInner {
     pub config: RelayConfig,
@@ -41,6 +37,8 @@ pub(crate) struct RelayInner {
     /// Fresh isolated copies the relay made itself for sessions continued after their copy was
     /// gone (see `workspace/resume.rs`); each removed when its session closes or the relay ends.
     pub(crate) copies: Mutex<HashMap<String, crate::workspace::Workspace>>,
+    /// This relay's part in a cluster (a Postgres store with clustering on).
+    pub(crate) cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
 }
 
 /// The engine. Cheap to clone.
@@ -50,12 +48,16 @@ pub struct Relay {
 }
 
 impl RelayInner {
-    fn get(&self, id: &str) -> Option<SessionHandle> {
+    pub(crate) fn get(&self, id: &str) -> Option<SessionHandle> {
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
             .cloned()
+    }
+
+    pub(crate) fn sessions_mut(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionHandle>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn handles(&self) -> Vec<SessionHandle> {
@@ -96,6 +98,7 @@ impl Relay {
             feed,
             links: Default::default(),
             copies: Mutex::new(HashMap::new()),
+            cluster: Default::default(),
         });
         let relay = Relay { inner };
         let weak = Arc::downgrade(&relay.inner);
@@ -104,20 +107,27 @@ impl Relay {
             Arc::downgrade(&relay.inner.store.stats_handle()),
             move || {
                 let inner = weak.upgrade()?;
-                Some(inner.handles().into_iter().map(|h| h.shared).collect())
+                // Mirrors of other instances' sessions are theirs to tell.
+                let own = inner.handles().into_iter().filter(|h| !h.remote);
+                Some(own.map(|h| h.shared).collect())
             },
         ));
         let spawn = |shared| {
             relay.spawn_session(shared, None, &[], None);
         };
+        // One instance of a cluster restores the sessions it runs; the others' are mirrored.
+        let own = crate::cluster::join(&relay).await?;
         crate::recovery::restore(crate::recovery::Inputs {
             store: &relay.inner.store,
             event_buffer: relay.inner.config.event_buffer,
             broker: &relay.inner.broker,
             servers: &relay.inner.servers,
             spawn: &spawn,
+            only: own.as_ref(),
+            why: crate::recovery::RESTARTED,
         })
         .await?;
+        crate::cluster::start(&relay).await?;
         Ok(relay)
     }
 
@@ -211,7 +221,11 @@ impl Relay {
             agent_rx,
             agent_seen: Default::default(),
         };
-        let handle = SessionHandle { shared, cmds: tx };
+        let handle = SessionHandle {
+            shared,
+            cmds: tx,
+            remote: false,
+        };
         self.inner
             .sessions
             .lock()
@@ -222,6 +236,19 @@ impl Relay {
 
     /// Creates a session (a new Codex thread) and, given a prompt, starts its first turn.
     pub async fn create(
+        &self,
+        opts: CreateOptions,
+    ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
+        self.check_policy(&opts)?;
+        // In a cluster, past this instance's load the session starts on the least loaded one.
+        if let Some(placed) = self.place_elsewhere(&opts).await? {
+            return Ok(placed);
+        }
+        self.create_here(opts).await
+    }
+
+    /// [`Relay::create`] on this instance, whatever its load.
+    pub(crate) async fn create_here(
         &self,
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
@@ -268,6 +295,8 @@ impl Relay {
         };
         let started = server.thread_start(&params).await?;
         let id = started.thread.id.clone();
+        // Recorded as this instance's before anything of it is written.
+        self.claim_new(&id).await?;
         slot.name(&id);
         place.bind(&id);
         // What a later thread/resume passes again: the settings in effect, profile included.
@@ -359,11 +388,20 @@ impl Relay {
         if id.trim().is_empty() {
             return Err(RelayError::UnknownSession(id.to_owned()));
         }
-        let slot = self.inner.slots.claim(id)?;
+        // In a cluster another instance may run it: then it is mirrored here.
+        if let Some(mirror) = self.route_elsewhere(id).await? {
+            return Ok(mirror);
+        }
+        let slot = self
+            .inner
+            .slots
+            .claim(id)
+            .inspect_err(|_| self.unclaim(id))?;
         let server = match self.inner.servers.server_for(id, None).await {
             Ok(server) => server,
             Err(e) => {
                 self.inner.servers.release(id);
+                self.unclaim(id);
                 return Err(e);
             }
         };
@@ -378,6 +416,7 @@ impl Relay {
             Ok(r) => r,
             Err(e) => {
                 self.inner.servers.release(id);
+                self.unclaim(id);
                 tracing::debug!(id, "thread/resume failed: {e}");
                 return Err(RelayError::from_resume(id, e));
             }
@@ -391,6 +430,7 @@ impl Relay {
             &self.default_cwd(),
         ) {
             self.inner.servers.release(id);
+            self.unclaim(id);
             return Err(e);
         }
         let state = SessionShared::fresh_state(
@@ -420,6 +460,10 @@ impl Relay {
     /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
     pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
         let handle = self.session(id).await?;
+        if handle.remote {
+            // Checked and run where the session runs.
+            return handle.say(input).await;
+        }
         let policy = &self.inner.config.policy;
         if !input.images.is_empty() && !policy.is_open() {
             let cwd = handle.snapshot().cwd;
@@ -443,13 +487,13 @@ impl Relay {
     }
 
     pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {
-        self.known(id)?.interrupt().await
+        self.known_anywhere(id).await?.interrupt().await
     }
 
     /// Ends a session; `force` does not wait for the running turn to stop.
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
         // The actor frees the session's slot as it closes.
-        let closed = self.known(id)?.close(force).await;
+        let closed = self.known_anywhere(id).await?.close(force).await;
         self.inner
             .copies
             .lock()
@@ -470,7 +514,7 @@ impl Relay {
         after: u64,
         limit: usize,
     ) -> Result<Vec<Arc<Envelope>>, RelayError> {
-        let handle = self.known(id)?;
+        let handle = self.known_anywhere(id).await?;
         if let Some(events) = handle.shared.events_in_memory(after, limit) {
             return Ok(events);
         }
@@ -498,7 +542,7 @@ impl Relay {
     /// The newest raw Codex lines of a session (at most `limit`), oldest first, from the store
     /// (kept bounded; see docs/STORE.md), for re-normalizing history.
     pub async fn raw_lines(&self, id: &str, limit: usize) -> Result<Vec<String>, RelayError> {
-        self.known(id)?;
+        self.known_anywhere(id).await?;
         self.inner.store.flush().await?;
         let chunks = self
             .inner
@@ -520,12 +564,12 @@ impl Relay {
 
     /// Long-poll: waits until the session logs past `after` or changes status.
     pub async fn wait(&self, id: &str, after: u64, timeout: Duration) -> Result<bool, RelayError> {
-        Ok(self.known(id)?.wait(after, timeout).await)
+        Ok(self.known_anywhere(id).await?.wait(after, timeout).await)
     }
 
     /// Long-poll: waits until the session needs attention (see [`SessionHandle::wait_attention`]).
     pub async fn wait_attention(&self, id: &str, timeout: Duration) -> Result<bool, RelayError> {
-        Ok(self.known(id)?.wait_attention(timeout).await)
+        Ok(self.known_anywhere(id).await?.wait_attention(timeout).await)
     }
 
     /// Answers a pending request; the first answer wins.
@@ -536,12 +580,16 @@ impl Relay {
         answer: crate::answer::Answer,
         by: &str,
     ) -> Result<Resolution, RelayError> {
-        self.known(session_id)?;
         if by.starts_with(crate::views::RULE_PREFIX) {
             return Err(RelayError::InvalidAnswer {
                 id: request_id.to_owned(),
                 message: format!("a front cannot call itself {by:?}: `rule:` names rules"),
             });
+        }
+        if self.known_anywhere(session_id).await?.remote {
+            return self
+                .respond_remote(session_id, request_id, answer, by)
+                .await;
         }
         self.inner
             .broker
@@ -554,8 +602,16 @@ impl Relay {
             .await
     }
 
+    /// Open requests (of one session, or all), oldest first: this instance's from its broker,
+    /// and those of the sessions it mirrors.
     pub fn pending(&self, session_id: Option<&str>) -> Vec<PendingView> {
-        self.inner.broker.pending(session_id)
+        let mut all = self.inner.broker.pending(session_id);
+        let mirrors = self.inner.handles().into_iter().filter(|h| h.remote);
+        for h in mirrors.filter(|h| session_id.is_none_or(|s| s == h.id())) {
+            all.extend(h.snapshot().pending);
+        }
+        all.sort_by_key(|p| p.created_at);
+        all
     }
 
     /// Sessions of this relay.
@@ -603,6 +659,12 @@ impl Relay {
             // Everything is committed: the spool is not needed to recover this run.
             Ok(()) => store.release_spool(),
             Err(e) => tracing::error!("flushing the store at shutdown failed: {e}"),
+        }
+        if store.stats().fault().is_none() {
+            crate::cluster::leave(self).await;
+        } else {
+            // Leaving needs the database; others take over once the lease runs out.
+            crate::cluster::stop(self);
         }
         let unstored = store.unstored_events();
         if unstored > 0 {

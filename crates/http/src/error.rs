@@ -98,6 +98,9 @@ impl From<RelayError> for ApiError {
                 RuleError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             },
             RelayError::AnswerLink(l) => link_status(l),
+            RelayError::Owner { .. } => (StatusCode::SERVICE_UNAVAILABLE, "owner_unreachable"),
+            // An error another instance of the cluster returned: the status its code has here.
+            RelayError::Remote { code, .. } => remote(code),
         };
         Self::new(status, code, message)
     }
@@ -112,6 +115,20 @@ pub fn link_status(e: &LinkError) -> (StatusCode, &'static str) {
         LinkError::AlreadyAnswered { .. } => (StatusCode::CONFLICT, "already_resolved"),
         LinkError::Gone => (StatusCode::GONE, "request_gone"),
         LinkError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+    }
+}
+
+/// The status and code of an error another instance returned (of a kind that crosses as text).
+fn remote(code: &str) -> (StatusCode, &'static str) {
+    match code {
+        "codex_error" => (StatusCode::BAD_GATEWAY, "codex_error"),
+        "codex_auth_failed" => (StatusCode::BAD_GATEWAY, "codex_auth_failed"),
+        "workspace_refused" => (StatusCode::UNPROCESSABLE_ENTITY, "workspace_refused"),
+        "codex_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "codex_unavailable"),
+        "codex_crash_loop" => (StatusCode::SERVICE_UNAVAILABLE, "codex_crash_loop"),
+        "store_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+        "owner_unreachable" => (StatusCode::SERVICE_UNAVAILABLE, "owner_unreachable"),
+        _ => (StatusCode::BAD_GATEWAY, "remote_error"),
     }
 }
 

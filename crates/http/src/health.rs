@@ -75,7 +75,20 @@ pub async fn healthz(State(st): State<AppState>) -> (StatusCode, Json<Health>) {
             },
         },
     };
-    let ok = codex.ok && store.ok;
+    // Bounded: with Postgres away this answers with the checks above, not after the pool's
+    // own timeout.
+    let cluster = match tokio::time::timeout(STORE_PROBE, st.relay.cluster_view()).await {
+        Ok(None) => None,
+        Ok(Some(Ok(view))) => Some(view),
+        Ok(Some(Err(e))) => {
+            tracing::warn!("reading the cluster for /healthz: {e}");
+            None
+        }
+        Err(_) => None,
+    };
+    // An instance that lost its lease runs nothing until it has joined again.
+    let leased = cluster.as_ref().is_none_or(|c| c.leased);
+    let ok = codex.ok && store.ok && leased;
     let status = if ok {
         StatusCode::OK
     } else {
@@ -87,6 +100,7 @@ pub async fn healthz(State(st): State<AppState>) -> (StatusCode, Json<Health>) {
             status: if ok { "ok" } else { "degraded" }.into(),
             codex,
             store,
+            cluster,
         }),
     )
 }

@@ -128,7 +128,7 @@ pub async fn get(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionView>, ApiError> {
-    Ok(Json(st.relay.status(&id)?.into()))
+    Ok(Json(st.relay.find(&id).await?.into()))
 }
 
 #[utoipa::path(post, path = "/api/sessions/{id}/messages", tag = "sessions",
@@ -201,7 +201,7 @@ pub async fn events(
     Path(id): Path<String>,
     Query(q): Query<EventsQuery>,
 ) -> Result<Json<EventPage>, ApiError> {
-    let last_seq = st.relay.status(&id)?.last_seq;
+    let last_seq = st.relay.find(&id).await?.last_seq;
     let limit = q.limit.unwrap_or(500).clamp(1, MAX_PAGE);
     let events = st.relay.events(&id, q.after.unwrap_or(0), limit).await?;
     Ok(Json(EventPage { events, last_seq }))

@@ -79,7 +79,7 @@ pub async fn stream(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = cursor(&headers, &q)?;
-    st.relay.status(&id)?;
+    st.relay.find(&id).await?;
     let follow = st
         .relay
         .follow(

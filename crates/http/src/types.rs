@@ -260,6 +260,10 @@ pub struct Health {
     pub status: String,
     pub codex: Check,
     pub store: Check,
+    /// With a Postgres store shared by several instances: the cluster as this instance sees
+    /// it (docs/CLUSTER.md). Absent when the relay runs alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<codex_relay_core::cluster::ClusterView>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -197,7 +197,7 @@ impl RelayMcp {
             return Ok(());
         };
         let timeout = Duration::from_millis(ms).min(tools::MAX_WAIT);
-        let snap = self.relay.status(&p.session_id)?;
+        let snap = self.relay.find(&p.session_id).await?;
         if !snap.status.is_running() {
             // The turn ended (or none started): nothing would change but by another client.
             return Ok(());

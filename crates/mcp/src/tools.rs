@@ -272,7 +272,7 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// `codex_status`, after any waiting (see `server.rs`).
 pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError> {
-    let snap = relay.status(&p.session_id)?;
+    let snap = relay.find(&p.session_id).await?;
     let lines = p.output_lines.unwrap_or(50).min(1000) as usize;
     // The latest turn's items and the recent output come from the newest part of the log.
     let window = relay.config().event_buffer.clamp(100, 2000);
@@ -357,7 +357,7 @@ pub async fn respond(relay: &Relay, p: RespondParams) -> Result<Value, ToolError
 const INTERRUPT_SETTLE: Duration = Duration::from_secs(5);
 
 pub async fn interrupt(relay: &Relay, p: InterruptParams) -> Result<Value, ToolError> {
-    let before = relay.status(&p.session_id)?;
+    let before = relay.find(&p.session_id).await?;
     let was_running = relay.interrupt(&p.session_id).await?;
     if was_running {
         // Codex ends the turn shortly after acknowledging: answer with the settled status.

@@ -6,6 +6,8 @@
 mod plan;
 mod store_loss;
 
+pub(crate) use plan::RESTARTED;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,13 +33,21 @@ pub(crate) struct Inputs<'a> {
     pub servers: &'a Pool,
     /// Starts a restored session's actor: dormant, with no app-server and no slot.
     pub spawn: &'a (dyn Fn(Arc<SessionShared>) + Send + Sync),
+    /// Only these sessions (those this instance of a cluster runs or adopts); all by default.
+    pub only: Option<&'a std::collections::HashSet<String>>,
+    /// Why the turns that were running were cut (a restart, or a lost instance).
+    pub why: &'a str,
 }
 
 pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
     let store = inputs.store.clone();
     let mut restored: HashMap<String, Arc<SessionShared>> = HashMap::new();
-    let records = store.sessions().await?;
-    let note = store.loss_note();
+    let mut records = store.sessions().await?;
+    if let Some(only) = inputs.only {
+        records.retain(|r| only.contains(&r.id));
+    }
+    // A loss note is this process's own: read it on a full restore only.
+    let note = store.loss_note().filter(|_| inputs.only.is_none());
     for rec in &records {
         // The session row is written when the status changes; events logged after that are
         // only in the events table. Continue after the last stored event, or the events
@@ -63,7 +73,7 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
             // It was running when the relay stopped: close what the restart cut.
             let log = stored_log(&store, &rec.id).await?;
             let codex_turns = codex_record(inputs.servers, &rec.thread_id, &log).await;
-            shared.append_all(plan::close_cut_turns(&log, &codex_turns));
+            shared.append_all(plan::close_cut_turns(&log, &codex_turns, inputs.why));
             shared.append(
                 Role::System,
                 None,
@@ -74,13 +84,19 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
             shared.persist();
         }
     }
-    let why = "the relay restarted; the Codex process that asked is gone";
+    let why = format!("{}; the Codex process that asked is gone", inputs.why);
     for mut p in store.pending(None, true).await? {
+        if inputs
+            .only
+            .is_some_and(|only| !only.contains(&p.session_id))
+        {
+            continue;
+        }
         let resolution = Resolution {
             id: p.id.clone(),
             decision: crate::answer::Decision::Deny,
             by: crate::views::ResolvedBy::RelayRestart,
-            reason: Some(why.into()),
+            reason: Some(why.clone()),
         };
         p.resolution = Some(json!(resolution).to_string());
         store.upsert_pending(p.clone());
@@ -107,6 +123,37 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
         store.flush().await?;
         store.forget_loss_note();
     }
+    Ok(())
+}
+
+/// A session this instance adopted (its owner was taken over), settled as a restart settles
+/// one: requests the old owner left pending are declined, and the turns the loss cut are
+/// closed (completed from Codex's own record where it can be read).
+pub(crate) async fn settle_adopted(
+    relay: &crate::relay::Relay,
+    shared: &Arc<SessionShared>,
+    why: &str,
+) -> Result<(), RelayError> {
+    let store = relay.store();
+    let reason = format!("{why}; the Codex process that asked is gone");
+    for mut p in store.pending(Some(&shared.id), true).await? {
+        let resolution = Resolution {
+            id: p.id.clone(),
+            decision: crate::answer::Decision::Deny,
+            by: crate::views::ResolvedBy::RelayRestart,
+            reason: Some(reason.clone()),
+        };
+        p.resolution = Some(json!(resolution).to_string());
+        store.upsert_pending(p);
+        shared.remove_pending(&resolution.id, crate::event::request_resolved(&resolution));
+        relay.inner.broker.remember(resolution);
+    }
+    let log = stored_log(store, &shared.id).await?;
+    if !plan::open_turns(&log).is_empty() {
+        let turns = codex_record(&relay.inner.servers, &shared.id, &log).await;
+        shared.append_all(plan::close_cut_turns(&log, &turns, why));
+    }
+    shared.persist();
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use crate::event::{Envelope, Ev, Role, ToolEndStatus, TurnEndStatus};
 use crate::mapper;
 use crate::session::{Logged, Origin};
 
-/// What recovery tells a cut turn's `turn-end` and the session's `error`.
+/// What recovery tells a cut turn's `turn-end` and the session's `error` after a restart.
 pub(crate) const RESTARTED: &str = "the relay restarted while this turn was running";
 
 /// A turn the log opened (`turn-start`) and never closed (`turn-end`).
@@ -64,7 +64,7 @@ fn key(turn: &str, ev: &Ev) -> String {
 /// session's own open turns found in `codex_turns`), then a `turn-end` for every open turn
 /// (Codex's own end when its record has one, else cancelled), then an `error` naming the
 /// restart. `codex_turns` is empty when Codex's record could not be read.
-pub(crate) fn close_cut_turns(log: &[Envelope], codex_turns: &[Turn]) -> Vec<Logged> {
+pub(crate) fn close_cut_turns(log: &[Envelope], codex_turns: &[Turn], why: &str) -> Vec<Logged> {
     let open = open_turns(log);
     let mut seen: HashSet<String> = log
         .iter()
@@ -100,7 +100,7 @@ pub(crate) fn close_cut_turns(log: &[Envelope], codex_turns: &[Turn]) -> Vec<Log
             let end = Ev::ToolCallEnd {
                 call,
                 status: ToolEndStatus::Failed,
-                output: Some(RESTARTED.into()),
+                output: Some(why.into()),
                 exit_code: None,
             };
             if seen.insert(key(&turn.id, &end)) {
@@ -121,7 +121,7 @@ pub(crate) fn close_cut_turns(log: &[Envelope], codex_turns: &[Turn]) -> Vec<Log
             cancelled += 1;
             Ev::TurnEnd {
                 status: TurnEndStatus::Cancelled,
-                error: Some(RESTARTED.into()),
+                error: Some(why.into()),
             }
         });
         out.push(logged(Role::System, turn, end));
@@ -131,7 +131,7 @@ pub(crate) fn close_cut_turns(log: &[Envelope], codex_turns: &[Turn]) -> Vec<Log
             role: Role::System,
             turn: open.first().map(|t| t.id.clone()),
             ev: Ev::Error {
-                message: format!("{RESTARTED}; say something to resume the session"),
+                message: format!("{why}; say something to resume the session"),
                 retrying: false,
             },
             origin: None,

@@ -45,7 +45,8 @@ impl SayOutcome {
 }
 
 /// One message to a session.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct SayInput {
     pub text: String,
     /// Image URLs (`http(s):`, `data:`) or local paths.
@@ -84,6 +85,8 @@ impl SayInput {
 pub struct SessionHandle {
     pub(crate) shared: Arc<SessionShared>,
     pub(crate) cmds: mpsc::Sender<Command>,
+    /// A mirror of a session another instance of the cluster runs: its commands go there.
+    pub(crate) remote: bool,
 }
 
 impl SessionHandle {

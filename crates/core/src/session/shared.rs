@@ -65,6 +65,9 @@ pub struct SessionShared {
     buffer: usize,
     /// The relay-wide feed every appended event also goes to (set when the session is spawned).
     feed: OnceLock<Arc<crate::feed::Feed>>,
+    /// Nothing goes to the store: a mirror of a session another instance runs, or a session
+    /// this instance ran until it lost its lease (see `replica.rs`).
+    no_writes: std::sync::atomic::AtomicBool,
 }
 
 const RAW_IN_MEMORY: usize = 256;
@@ -84,6 +87,7 @@ impl SessionShared {
             store,
             buffer: buffer.max(16),
             feed: OnceLock::new(),
+            no_writes: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -203,7 +207,9 @@ impl SessionShared {
     /// Queues logged events to the store in order, then shows them to the relay-wide feed.
     fn queue(&self, burst: Vec<(StoredEvent, Arc<Envelope>)>) {
         let (stored, envs): (Vec<_>, Vec<_>) = burst.into_iter().unzip();
-        self.store.append_events(stored);
+        if let Some(store) = self.writer() {
+            store.append_events(stored);
+        }
         if let Some(feed) = self.feed.get() {
             envs.iter().for_each(|env| feed.logged(&self.id, env));
         }
@@ -350,7 +356,9 @@ impl SessionShared {
                 },
                 None,
             );
-            self.store.upsert_session(self.record(s));
+            if let Some(store) = self.writer() {
+                store.upsert_session(self.record(s));
+            }
         }
     }
 
@@ -379,7 +387,9 @@ impl SessionShared {
     /// Writes the session row now (e.g. after create or a turn).
     pub fn persist(&self) {
         let s = self.lock();
-        self.store.upsert_session(self.record(&s));
+        if let Some(store) = self.writer() {
+            store.upsert_session(self.record(&s));
+        }
     }
 
     /// Marks a turn as running (before Codex's `turn/started` arrives), so a quick second
@@ -472,69 +482,6 @@ impl SessionShared {
         self.changed.send_modify(|v| *v += 1);
     }
 
-    /// What Codex says of a thread: if one of this session's threads spawned it, it is a
-    /// sub-agent of the session. New ones are written to the session row at once, so a
-    /// restarted relay still knows them. Returns true for a new one.
-    pub(crate) fn adopt(&self, thread: &codex_relay_protocol::v2::Thread) -> bool {
-        let mut s = self.lock();
-        let adopted = s.agents.on_thread(&self.id, thread);
-        if s.agents.get(&thread.id).is_some() {
-            self.store.upsert_session(self.record(&s));
-        }
-        adopted
-    }
-
-    /// A collab tool call seen in one of the session's threads; returns the sub-agent threads
-    /// it made known (a spawn naming its new thread).
-    pub(crate) fn on_collab_call(
-        &self,
-        call: &codex_relay_protocol::v2::CollabAgentToolCallItem,
-    ) -> Vec<String> {
-        let mut s = self.lock();
-        let adopted = s.agents.on_collab_call(&self.id, call);
-        if !adopted.is_empty() {
-            self.store.upsert_session(self.record(&s));
-        }
-        adopted
-    }
-
-    /// The origin of an event of `thread`: the sub-agent (and the call that spawned it).
-    pub(crate) fn origin(&self, thread: &str) -> Origin {
-        let s = self.lock();
-        match s.agents.get(thread) {
-            Some(a) => Origin {
-                invoke: a.invoke.clone(),
-                agent: a.agent.clone(),
-            },
-            // Routed here, so spawned by one of ours, but its start was not seen.
-            None => Origin {
-                invoke: None,
-                agent: AgentRef {
-                    thread: thread.to_owned(),
-                    parent: self.id.clone(),
-                    depth: 1,
-                    nickname: None,
-                    role: None,
-                },
-            },
-        }
-    }
-
-    /// Sub-agents running a turn now, with that turn.
-    pub(crate) fn running_agents(&self) -> Vec<(AgentInfo, String)> {
-        self.lock().agents.running()
-    }
-
-    /// Every sub-agent thread of this session.
-    pub(crate) fn agent_threads(&self) -> Vec<String> {
-        self.lock()
-            .agents
-            .all()
-            .into_iter()
-            .map(|a| a.agent.thread)
-            .collect()
-    }
-
     pub(crate) fn close(&self) {
         let mut s = self.lock();
         s.closed = true;
@@ -587,7 +534,9 @@ impl SessionShared {
                 }
                 joined.push_str(line);
             }
-            self.store.append_raw(&self.id, &joined);
+            if let Some(store) = self.writer() {
+                store.append_raw(&self.id, &joined);
+            }
         }
         let mut s = self.lock();
         s.raw.extend(lines);
@@ -705,6 +654,11 @@ impl crate::broker::PendingSink for SessionShared {
         self.changed.send_modify(|v| *v += 1);
     }
 }
+
+#[path = "agents_of.rs"]
+mod agents_of;
+#[path = "replica.rs"]
+mod replica;
 
 #[cfg(test)]
 #[path = "shared_tests.rs"]

@@ -12,6 +12,7 @@ macro_rules! on_pool {
 
 mod batch_sql;
 mod error;
+mod fence;
 mod health;
 mod lost;
 mod open;
@@ -32,6 +33,7 @@ use sqlx::{PgPool, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::StoreError;
+pub use fence::{Fence, Fenced};
 pub use health::{StoreFault, StoreHealth};
 pub use lost::{LossNote, LostEvents};
 pub use probe::{ProbeReport, SpoolReport, probe};
@@ -136,6 +138,8 @@ struct Inner {
     /// lock) that there are some.
     at_risk: std::sync::Mutex<lost::AtRisk>,
     at_risk_noted: AtomicBool,
+    /// Set when the relay is one instance of a cluster (Postgres only).
+    fence: Arc<std::sync::OnceLock<Arc<Fence>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -191,6 +195,7 @@ impl Store {
         let losses = Arc::default();
         let urgent = Arc::new(tokio::sync::Notify::new());
         let max_batch = i64::try_from(options.max_batch.max(1)).unwrap_or(i64::MAX);
+        let fence: Arc<std::sync::OnceLock<Arc<Fence>>> = Arc::default();
         tokio::spawn(writer::run(
             pool.clone(),
             (rx, Arc::clone(&urgent)),
@@ -198,6 +203,7 @@ impl Store {
             stats.clone(),
             spool.clone(),
             Arc::clone(&losses),
+            Arc::clone(&fence),
         ));
         let store = Store {
             inner: Arc::new(Inner {
@@ -214,6 +220,7 @@ impl Store {
                 left_note: std::sync::Mutex::new(left_note),
                 at_risk: Default::default(),
                 at_risk_noted: AtomicBool::new(false),
+                fence,
             }),
         };
         if !replay.is_empty() {
@@ -232,6 +239,25 @@ impl Store {
         match self.inner.pool {
             Pool::Sqlite(_) => "sqlite",
             Pool::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Makes every later batch check `fence` and notify the cluster on commit (Postgres only;
+    /// set once).
+    pub fn set_fence(&self, fence: Arc<Fence>) {
+        let _ = self.inner.fence.set(fence);
+    }
+
+    /// The fence, when this store belongs to one instance of a cluster.
+    pub fn fence(&self) -> Option<&Arc<Fence>> {
+        self.inner.fence.get()
+    }
+
+    /// The Postgres pool (for the cluster's own queries), when the backend is Postgres.
+    pub fn postgres(&self) -> Option<&PgPool> {
+        match &self.inner.pool {
+            Pool::Postgres(p) => Some(p),
+            Pool::Sqlite(_) => None,
         }
     }
 

@@ -8,6 +8,7 @@ use sqlx::AssertSqlSafe;
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch_sql::{Params, Statements, statements};
+use super::fence::{self, Fence};
 use super::lost::Losses;
 use super::{
     PendingRecord, Pool, SessionRecord, StoreError, StoreOptions, StoredEvent, postgres, sqlite,
@@ -215,6 +216,7 @@ async fn commit(
     prune: &[String],
     keep: i64,
     acquire_wait: Duration,
+    fence: Option<&Fence>,
 ) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
     macro_rules! on {
@@ -248,6 +250,21 @@ async fn commit(
             }
         };
     }
+    // One instance of a cluster: the batch lands only while the instance holds its lease, and
+    // the others hear of it on commit.
+    macro_rules! fenced {
+        ($conn:expr, $fence:expr) => {
+            async {
+                let mut tx = sqlx::Connection::begin($conn).await?;
+                fence::check(&mut tx, $fence).await?;
+                postgres::insert_events(&mut tx, &g.events).await?;
+                postgres::insert_raw(&mut tx, &g.raw).await?;
+                shared_writes!(tx, g, prune, keep);
+                fence::notify(&mut tx, $fence, &g.events).await?;
+                tx.commit().await
+            }
+        };
+    }
     match pool {
         Pool::Sqlite(pool) if items.len() <= sqlite_batch::MAX_WRITES => {
             on!(pool, held.sqlite, |conn| sqlite_batch::write_batch(
@@ -257,7 +274,10 @@ async fn commit(
         Pool::Sqlite(pool) => on!(pool, held.sqlite, |conn| per_table!(conn, sqlite)),
         Pool::Postgres(pool) => {
             let mut checked = None;
-            let result = on!(pool, checked, |conn| per_table!(conn, postgres));
+            let result = match fence {
+                Some(fence) => on!(pool, checked, |conn| fenced!(conn, fence)),
+                None => on!(pool, checked, |conn| per_table!(conn, postgres)),
+            };
             // Back to the pool after the batch.
             drop(checked);
             result
@@ -334,6 +354,7 @@ async fn commit_batch(
     prune: &[String],
     keep: i64,
     stats: &super::StoreStats,
+    fence: Option<&Fence>,
 ) -> Result<(), Failed> {
     let mut delay = RETRY_FIRST;
     let error = loop {
@@ -342,10 +363,14 @@ async fn commit_batch(
         } else {
             ACQUIRE_WAIT
         };
-        match commit(pool, held, items, prune, keep, wait).await {
+        match commit(pool, held, items, prune, keep, wait, fence).await {
             Ok(()) => {
                 stats.set_fault(None);
                 return Ok(());
+            }
+            Err(e) if fence::is_fenced(&e) => {
+                stats.set_fault(None);
+                return Err(Failed::Fenced(items.len()));
             }
             Err(e) if is_transient(&e) && !stats.closing() => {
                 let why = describe(&e, pool).await;
@@ -379,8 +404,14 @@ async fn commit_batch(
                 continue;
             }
             budget -= 1;
-            match commit(pool, held, slice, &[], keep, ACQUIRE_WAIT).await {
+            match commit(pool, held, slice, &[], keep, ACQUIRE_WAIT, fence).await {
                 Ok(()) => continue,
+                Err(e) if fence::is_fenced(&e) => {
+                    lost += slice.len();
+                    budget = 0;
+                    first_error.get_or_insert(e);
+                    continue;
+                }
                 Err(e) => {
                     if is_transient(&e) {
                         budget = 0;
@@ -454,6 +485,9 @@ enum Failed {
     GaveUp(sqlx::Error),
     /// The database refused this many of its writes (the rest committed).
     Refused(usize, sqlx::Error),
+    /// The instance lost its lease: this many writes belong to sessions another instance
+    /// runs now, and are dropped.
+    Fenced(usize),
 }
 
 /// Gives up a batch the database could not take while the store closes: writes the spool
@@ -506,6 +540,7 @@ pub(crate) async fn run(
     stats: std::sync::Arc<super::StoreStats>,
     spool: Option<Arc<super::spool::Spool>>,
     losses: Arc<std::sync::Mutex<Losses>>,
+    fence: Arc<OnceLock<Arc<Fence>>>,
 ) {
     // Writes received so far, in the order the spool numbered them.
     let mut received: u64 = 0;
@@ -568,10 +603,22 @@ pub(crate) async fn run(
             let result = match &given_up {
                 // Closing on a database that just failed: the rest is not tried again.
                 Some(why) => Err(Failed::GaveUp(sqlx::Error::Protocol(why.clone()))),
-                None => commit_batch(&pool, &mut held, &items, &prune, keep, &stats).await,
+                None => {
+                    let fence = fence.get().map(Arc::as_ref);
+                    commit_batch(&pool, &mut held, &items, &prune, keep, &stats, fence).await
+                }
             };
             match result {
                 Ok(()) => pruning.pruned(&prune),
+                Err(Failed::Fenced(dropped)) => {
+                    if let Some(fence) = fence.get() {
+                        if fence.dropped() == 0 {
+                            tracing::error!(instance = %fence.instance, writes = dropped,
+                                "this instance lost its lease: another instance runs its sessions now, so its writes are dropped");
+                        }
+                        fence.count_dropped(dropped);
+                    }
+                }
                 Err(Failed::Refused(lost, error)) => record_failure(&mut unreported, lost, error),
                 Err(Failed::GaveUp(error)) => {
                     let first = received - items.len() as u64 + 1;

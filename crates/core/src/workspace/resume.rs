@@ -55,6 +55,7 @@ impl Relay {
         cwd: Option<&str>,
     ) -> Result<SessionHandle, RelayError> {
         let handle = self.session(id).await?;
+        refuse_remote(&handle)?;
         handle.shared.reopen();
         if let Some(cwd) = cwd {
             move_to(&handle, cwd, None)?;
@@ -75,6 +76,7 @@ impl Relay {
         // A given spec is materialized first: a refusal comes before Codex is asked anything.
         let early = spec.map(Workspace::materialize).transpose()?;
         let handle = self.session(id).await?;
+        refuse_remote(&handle)?;
         handle.shared.reopen();
         let (workspace, spec) = match (early, spec) {
             (Some(ws), Some(spec)) => (ws, spec.clone()),
@@ -121,6 +123,17 @@ impl Relay {
             .insert(handle.id().to_owned(), workspace);
         Ok(())
     }
+}
+
+/// Moving a session or reopening it is for the instance that runs it.
+fn refuse_remote(handle: &SessionHandle) -> Result<(), RelayError> {
+    if handle.remote {
+        return Err(RelayError::InvalidOption(format!(
+            "session {} runs on another instance of the cluster; resume it there",
+            handle.id()
+        )));
+    }
+    Ok(())
 }
 
 fn move_to(handle: &SessionHandle, cwd: &str, fingerprint: Option<&str>) -> Result<(), RelayError> {

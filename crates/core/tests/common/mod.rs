@@ -76,6 +76,10 @@ impl Env {
         let mut config =
             RelayConfig::new(AppServerConfig::new(bin).codex_home(home.path()), target);
         config.approval_timeout = approval_timeout;
+        // On Postgres a relay is an instance of a cluster: a relay opened again with this
+        // config (a restart, or after a crash) is the same instance, and resumes its sessions
+        // at once.
+        config.cluster.instance_id = Some(format!("test-{}", rand_suffix()));
         let relay = Relay::open(config.clone()).await.expect("relay opens");
         Some(Env {
             version,

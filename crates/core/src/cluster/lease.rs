@@ -1,0 +1,273 @@
+//! Joining the cluster, keeping the lease, taking over instances past theirs, and what an
+//! instance that lost its lease does: it stops the sessions it no longer owns without writing
+//! a thing more for them, says so, and joins again as a new epoch with none.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::{Cluster, ClusterConfig, db, mirror, sql};
+use crate::error::RelayError;
+use crate::relay::{Relay, RelayInner};
+use crate::store::Fence;
+
+/// How long leaving the cluster at shutdown may take.
+const LEAVE_WAIT: Duration = Duration::from_secs(2);
+
+/// Joins the cluster when the store is Postgres and clustering is on: registers under a new
+/// epoch, fences the store's writes with it, and claims the stored sessions nobody owns.
+/// Returns the sessions this instance runs (to restore); `None` when the relay is alone.
+pub(crate) async fn join(relay: &Relay) -> Result<Option<HashSet<String>>, RelayError> {
+    let config: ClusterConfig = relay.config().cluster.clone();
+    let Some(pool) = relay.store().postgres().cloned() else {
+        return Ok(None);
+    };
+    if !config.enabled {
+        return Ok(None);
+    }
+    let id = match &config.instance_id {
+        Some(id) => check_id(id)?,
+        None => default_instance_id(),
+    };
+    let channel = sql::channel(&pool)
+        .await
+        .map_err(db("finding the cluster's channel"))?;
+    let lease_ms = config.lease.as_millis().max(1) as i64;
+    let epoch = sql::register(&pool, &id, config.url.as_deref(), lease_ms)
+        .await
+        .map_err(db("registering this instance"))?;
+    let fence = Arc::new(Fence::new(channel, id.clone(), epoch));
+    relay.store().set_fence(fence.clone());
+    sql::claim_unowned(&pool, &id)
+        .await
+        .map_err(db("claiming sessions nobody runs"))?;
+    let own: HashSet<String> = sql::owned_by(&pool, &id)
+        .await
+        .map_err(db("reading this instance's sessions"))?
+        .into_iter()
+        .collect();
+    tracing::info!(instance = %id, epoch, sessions = own.len(), lease = ?config.lease,
+        "joined the cluster");
+    let cluster = Arc::new(Cluster {
+        id,
+        pool,
+        fence,
+        config,
+        waiting: Default::default(),
+        sync: Default::default(),
+        monitor: Default::default(),
+        taking_over: Default::default(),
+        stop: tokio::sync::watch::channel(false).0,
+    });
+    let _ = relay.inner.cluster.set(cluster);
+    Ok(Some(own))
+}
+
+/// An instance id: printable, no spaces (it is part of notices), at most 100 characters.
+fn check_id(id: &str) -> Result<String, RelayError> {
+    let ok = !id.is_empty() && id.len() <= 100 && id.chars().all(|c| c.is_ascii_graphic());
+    if ok {
+        Ok(id.to_owned())
+    } else {
+        Err(RelayError::InvalidOption(format!(
+            "instance id {id:?}: use 1 to 100 printable characters without spaces"
+        )))
+    }
+}
+
+/// The host name and a random suffix: the id of an instance nobody named.
+pub fn default_instance_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_graphic()))
+        .unwrap_or_else(|| "relay".into());
+    let suffix = crate::ids::random_id("");
+    format!("{host}-{}", &suffix[..8])
+}
+
+/// Starts the mirrors of other instances' sessions and the cluster's tasks.
+pub(crate) async fn start(relay: &Relay) -> Result<(), RelayError> {
+    let Some(c) = relay.cluster().cloned() else {
+        return Ok(());
+    };
+    let others = sql::others_sessions(&c.pool, &c.id)
+        .await
+        .map_err(db("listing other instances' sessions"))?;
+    for id in others {
+        if let Err(e) = mirror::load(relay, &id).await {
+            tracing::warn!(session = %id, "could not mirror a session of another instance: {e}");
+        }
+    }
+    tokio::spawn(super::listen::run(Arc::downgrade(&relay.inner)));
+    tokio::spawn(super::mirror::sync_task(Arc::downgrade(&relay.inner)));
+    tokio::spawn(keep(Arc::downgrade(&relay.inner)));
+    Ok(())
+}
+
+/// Renews the lease every quarter of it, takes over instances past theirs, and reacts to a
+/// lost lease.
+async fn keep(inner: Weak<RelayInner>) {
+    let mut rounds: u64 = 0;
+    loop {
+        let (period, fence, monitor_wake) = {
+            let Some(inner) = inner.upgrade() else { return };
+            let Some(c) = inner.cluster.get().cloned() else {
+                return;
+            };
+            (c.config.lease / 4, c.fence.clone(), c)
+        };
+        tokio::select! {
+            () = tokio::time::sleep(period.max(Duration::from_millis(50))) => {}
+            () = monitor_wake.monitor.notified() => {}
+            () = fence.lost() => {}
+        }
+        drop(monitor_wake);
+        let Some(inner) = inner.upgrade() else { return };
+        let relay = Relay { inner };
+        let Some(c) = relay.cluster().cloned() else {
+            return;
+        };
+        if *c.stop.borrow() {
+            return;
+        }
+        rounds += 1;
+        if !c.fence.is_lost() {
+            let sessions = relay.local_sessions() as i64;
+            let lease_ms = c.config.lease.as_millis() as i64;
+            match sql::renew(&c.pool, &c.id, c.fence.epoch(), lease_ms, sessions).await {
+                Ok(true) => {}
+                Ok(false) => c.fence.mark_lost(),
+                Err(e) => tracing::warn!(instance = %c.id,
+                    "could not renew the lease (other instances take over once it runs out): {e}"),
+            }
+        }
+        if c.fence.is_lost() {
+            rejoin(&relay, &c).await;
+            continue;
+        }
+        take_over_now(&relay).await;
+        if rounds.is_multiple_of(240)
+            && let Err(e) = sql::prune_commands(&c.pool).await
+        {
+            tracing::debug!("pruning answered commands failed: {e}");
+        }
+    }
+}
+
+/// Takes over every instance past its lease (or gone) and adopts their sessions here; the
+/// keep loop runs it every round, and a caller whose session's owner holds no lease runs it
+/// at once rather than waiting for the next round.
+pub(crate) async fn take_over_now(relay: &Relay) {
+    let Some(c) = relay.cluster().cloned() else {
+        return;
+    };
+    if c.fence.is_lost() {
+        return;
+    }
+    let _one = c.taking_over.lock().await;
+    match sql::take_over(&c.pool, &c.fence.channel, &c.id, c.fence.epoch()).await {
+        Ok(taken) => {
+            for (dead, sessions) in taken {
+                tracing::warn!(instance = %c.id, lost = %dead, sessions = sessions.len(),
+                    "took over an instance that left or went silent past its lease");
+                let why = format!(
+                    "instance {dead} stopped running this session (it left, or went silent past its lease) while this turn was running"
+                );
+                for id in sessions {
+                    if let Err(e) = mirror::adopt(relay, &id, &why).await {
+                        tracing::error!(session = %id, "adopting a session failed: {e}");
+                    }
+                }
+            }
+        }
+        Err(e) => tracing::warn!("looking for instances to take over failed: {e}"),
+    }
+}
+
+/// This instance lost its lease (it was paused, or cut off from Postgres, past it; or another
+/// process registered the same id): another instance runs its sessions now. They are stopped
+/// here without writing anything more, and the instance joins again under a new epoch.
+async fn rejoin(relay: &Relay, c: &Arc<Cluster>) {
+    let local: Vec<_> = relay
+        .inner
+        .handles()
+        .into_iter()
+        .filter(|h| !h.remote)
+        .collect();
+    tracing::error!(instance = %c.id, epoch = c.fence.epoch(), sessions = local.len(),
+        "this instance lost its lease: other instances run its sessions now. It writes nothing more for them, stops them here, and joins again");
+    for h in &local {
+        h.shared.detach();
+        relay.inner.forget(h.id());
+        relay.inner.broker.fail_session(
+            h.id(),
+            crate::views::ResolvedBy::SessionClosed,
+            "this relay instance lost its lease; another instance runs the session now",
+        );
+    }
+    for h in &local {
+        let _ = tokio::time::timeout(Duration::from_secs(5), h.close(true)).await;
+    }
+    relay.inner.servers.shutdown(Duration::from_secs(1)).await;
+    // What the stopped sessions queued is dropped by the fence, which is still lost.
+    let _ = relay.store().flush().await;
+    match sql::holder(&c.pool, &c.id).await {
+        Ok(Some(epoch)) if epoch != c.fence.epoch() => {
+            // Another process registered under this id and holds its lease: joining again
+            // would take it from that one in turn, and the two would fence each other forever.
+            tracing::error!(instance = %c.id, theirs = epoch,
+                "another process runs as this instance id (give each instance its own id): this one stays out of the cluster and writes nothing more");
+            c.stop.send_replace(true);
+            return;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::error!("could not read this instance's row (retrying): {e}");
+            return;
+        }
+    }
+    let lease_ms = c.config.lease.as_millis() as i64;
+    match sql::register(&c.pool, &c.id, c.config.url.as_deref(), lease_ms).await {
+        Ok(epoch) => {
+            c.fence.renew(epoch);
+            tracing::warn!(instance = %c.id, epoch, "joined the cluster again, running no sessions");
+            for h in &local {
+                if let Err(e) = mirror::load(relay, h.id()).await {
+                    tracing::debug!(session = %h.id(), "mirroring a lost session failed: {e}");
+                }
+            }
+        }
+        Err(e) => tracing::error!("could not join the cluster again (retrying): {e}"),
+    }
+}
+
+/// Stops the cluster's tasks without leaving (the database is out of reach).
+pub(crate) fn stop(relay: &Relay) {
+    if let Some(c) = relay.cluster() {
+        c.stop.send_replace(true);
+    }
+}
+
+/// Leaves the cluster at shutdown, after the store is flushed: another instance adopts this
+/// one's sessions at once instead of after the lease.
+pub(crate) async fn leave(relay: &Relay) {
+    let Some(c) = relay.cluster() else { return };
+    c.stop.send_replace(true);
+    if c.fence.is_lost() {
+        return;
+    }
+    // Bounded: a relay stopping on a dead Postgres must not wait for the pool's timeout.
+    let left = tokio::time::timeout(
+        LEAVE_WAIT,
+        sql::leave(&c.pool, &c.fence.channel, &c.id, c.fence.epoch()),
+    )
+    .await;
+    match left {
+        Ok(Ok(())) => tracing::info!(instance = %c.id, "left the cluster"),
+        Ok(Err(e)) => tracing::warn!(instance = %c.id,
+            "could not leave the cluster (others take over once the lease runs out): {e}"),
+        Err(_) => tracing::warn!(instance = %c.id,
+            "could not leave the cluster within {LEAVE_WAIT:?} (others take over once the lease runs out)"),
+    }
+}

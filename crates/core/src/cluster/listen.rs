@@ -1,0 +1,131 @@
+//! The notification loop: one `LISTEN` connection per instance. Notices are small and name what
+//! changed; the rows are read from the tables. `e <seq> <session>`: a session's log grew (its
+//! mirror catches up); `c <id> <target>`: a command for `target`; `d <id>`: a command was
+//! answered; `i <instance>`: an instance left or was taken over. Notices sent while the
+//! connection was down are lost, so every (re)connection catches everything up.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+
+use super::{Cluster, mailbox, sql};
+use crate::relay::{Relay, RelayInner};
+
+pub(crate) async fn run(inner: Weak<RelayInner>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let Some(c) = cluster(&inner) else { return };
+        let mut listener = match PgListener::connect_with(&c.pool).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(instance = %c.id, "the cluster's notice connection failed (retrying): {e}");
+                drop(c);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(&c.fence.channel).await {
+            tracing::warn!(instance = %c.id, "LISTEN failed (retrying): {e}");
+            drop(c);
+            tokio::time::sleep(backoff).await;
+            continue;
+        }
+        backoff = Duration::from_millis(100);
+        drop(c);
+        catch_up_all(&inner).await;
+        loop {
+            let stopped = async {
+                if let Some(c) = cluster(&inner) {
+                    c.stopped().await
+                }
+            };
+            let next = tokio::select! {
+                n = listener.try_recv() => n,
+                () = stopped => return,
+            };
+            match next {
+                Ok(Some(notice)) => dispatch(&inner, notice.payload()),
+                // The connection was lost and made again: notices may be missing.
+                Ok(None) => catch_up_all(&inner).await,
+                Err(e) => {
+                    tracing::warn!("the cluster's notice connection broke (reconnecting): {e}");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn cluster(inner: &Weak<RelayInner>) -> Option<Arc<Cluster>> {
+    inner.upgrade()?.cluster.get().cloned()
+}
+
+fn dispatch(inner: &Weak<RelayInner>, payload: &str) {
+    let Some(relay) = inner.upgrade().map(|inner| Relay { inner }) else {
+        return;
+    };
+    let Some(c) = relay.cluster().cloned() else {
+        return;
+    };
+    let mut words = payload.splitn(3, ' ');
+    match (words.next(), words.next(), words.next()) {
+        (Some("e"), Some(_seq), Some(session)) => {
+            // This instance's own commits come back too; only mirrors need them.
+            if relay.inner.get(session).is_none_or(|h| h.remote) {
+                c.sync.push(session);
+            }
+        }
+        (Some("c"), Some(id), Some(target)) if target == c.id => {
+            if let Ok(id) = id.parse() {
+                tokio::spawn(mailbox::serve(relay, id));
+            }
+        }
+        (Some("d"), Some(id), None) => {
+            if let Ok(id) = id.parse::<i64>()
+                && let Some(tx) = c
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id)
+            {
+                let _ = tx.send(());
+            }
+        }
+        (Some("i"), Some(_instance), None) => c.monitor.notify_one(),
+        _ => tracing::debug!(payload, "an unknown cluster notice"),
+    }
+}
+
+/// After a (re)connection: every mirror reads what it may have missed, and commands waiting
+/// for this instance are served.
+async fn catch_up_all(inner: &Weak<RelayInner>) {
+    let Some(relay) = inner.upgrade().map(|inner| Relay { inner }) else {
+        return;
+    };
+    let Some(c) = relay.cluster().cloned() else {
+        return;
+    };
+    for h in relay.inner.handles() {
+        if h.remote {
+            c.sync.push(h.id());
+        }
+    }
+    // Sessions created elsewhere while this instance was not listening.
+    match sql::others_sessions(&c.pool, &c.id).await {
+        Ok(ids) => ids
+            .iter()
+            .filter(|id| relay.inner.get(id).is_none())
+            .for_each(|id| c.sync.push(id)),
+        Err(e) => tracing::warn!("listing other instances' sessions failed: {e}"),
+    }
+    match sql::waiting_commands(&c.pool, &c.id).await {
+        Ok(ids) => {
+            for id in ids {
+                tokio::spawn(mailbox::serve(relay.clone(), id));
+            }
+        }
+        Err(e) => tracing::warn!("looking for waiting commands failed: {e}"),
+    }
+}

@@ -1,0 +1,195 @@
+//! Mirrors of sessions other instances run: each is a session whose state follows the log its
+//! owner commits (read from the store when a notice names a newer seq) and whose commands go to
+//! the owner; every front reads it as it reads a session of its own. Adopting a session turns
+//! its mirror into this instance's own, in place, so whoever follows it keeps following.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, Weak};
+
+use tokio::sync::{Notify, mpsc};
+
+use super::mailbox::{self, Remote};
+use crate::error::RelayError;
+use crate::event::Envelope;
+use crate::pending::PendingView;
+use crate::relay::{Relay, RelayInner};
+use crate::session::{Command, SessionHandle, SessionShared};
+
+/// Events read per query when a mirror catches up.
+const PAGE: i64 = 1000;
+
+/// Sessions whose mirrors have news (or that this instance does not know yet).
+#[derive(Default)]
+pub(crate) struct SyncQueue {
+    due: Mutex<HashSet<String>>,
+    wake: Notify,
+}
+
+impl SyncQueue {
+    pub(crate) fn push(&self, session: &str) {
+        self.due
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.to_owned());
+        self.wake.notify_one();
+    }
+
+    fn take(&self) -> Vec<String> {
+        self.due
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect()
+    }
+}
+
+/// Catches mirrors up as notices arrive, one session at a time (so a mirror applies its
+/// events in order).
+pub(crate) async fn sync_task(inner: Weak<RelayInner>) {
+    loop {
+        let cluster = {
+            let Some(inner) = inner.upgrade() else { return };
+            let Some(c) = inner.cluster.get().cloned() else {
+                return;
+            };
+            c
+        };
+        cluster.sync.wake.notified().await;
+        let due = cluster.sync.take();
+        drop(cluster);
+        let Some(inner) = inner.upgrade() else { return };
+        let relay = Relay { inner };
+        for id in due {
+            if let Err(e) = catch_up(&relay, &id).await {
+                tracing::warn!(session = %id, "a mirror could not catch up (the next notice retries): {e}");
+            }
+        }
+    }
+}
+
+/// Applies what the owner committed after the mirror's last seq; a session this instance does
+/// not know yet gets a mirror. Sessions this instance runs are left alone.
+pub(crate) async fn catch_up(relay: &Relay, id: &str) -> Result<(), RelayError> {
+    let handle = match relay.inner.get(id) {
+        Some(h) if h.remote => h,
+        Some(_) => return Ok(()),
+        None => {
+            load(relay, id).await?;
+            return Ok(());
+        }
+    };
+    loop {
+        let after = handle.shared.last_seq() as i64;
+        let page = relay.store().events(id, after, PAGE).await?;
+        let full = page.len() as i64 == PAGE;
+        let events: Vec<Envelope> = page
+            .iter()
+            .filter_map(|e| serde_json::from_str(&e.json).ok())
+            .collect();
+        if events.is_empty() {
+            return Ok(());
+        }
+        if !handle.shared.replicate(events) {
+            tracing::warn!(session = %id, after, "the log has a gap here; the mirror waits for it");
+            return Ok(());
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+/// A mirror of session `id` from the store, registered in this relay; `None` while the store
+/// does not have the session (its first batch is not committed yet).
+pub(crate) async fn load(relay: &Relay, id: &str) -> Result<Option<SessionHandle>, RelayError> {
+    if let Some(h) = relay.inner.get(id) {
+        return Ok(Some(h));
+    }
+    let store = relay.store();
+    let Some(mut rec) = store.session(id).await? else {
+        return Ok(None);
+    };
+    let last = store.last_seq(id).await?;
+    rec.last_seq = last;
+    if let Some(c) = relay.cluster() {
+        let (turns, status) = super::sql::head(&c.pool, id, last)
+            .await
+            .map_err(super::db("reading a session's head"))?;
+        rec.turn_count = turns;
+        rec.status = status.unwrap_or_else(|| "idle".into());
+    }
+    let pending: Vec<PendingView> = store
+        .pending(Some(id), true)
+        .await?
+        .iter()
+        .filter_map(|p| serde_json::from_str(&p.request).ok())
+        .collect();
+    let turn = store
+        .events(id, last - 1, 1)
+        .await?
+        .first()
+        .and_then(|e| serde_json::from_str::<Envelope>(&e.json).ok())
+        .and_then(|e| e.turn);
+    let shared = SessionShared::mirror(
+        store.clone(),
+        relay.config().event_buffer,
+        &rec,
+        pending,
+        turn,
+    );
+    Ok(Some(relay.register_mirror(shared)))
+}
+
+/// Passes a mirror's commands to the session's owner, each in its own task.
+pub(crate) async fn forward(inner: Weak<RelayInner>, id: String, mut rx: mpsc::Receiver<Command>) {
+    while let Some(cmd) = rx.recv().await {
+        let Some(inner) = inner.upgrade() else { return };
+        let relay = Relay { inner };
+        let id = id.clone();
+        tokio::spawn(async move {
+            match cmd {
+                Command::Say { input, reply } => {
+                    let op = Remote::Say {
+                        session: id.clone(),
+                        input,
+                    };
+                    let _ = reply.send(mailbox::to_owner_as(&relay, &id, op).await);
+                }
+                Command::Interrupt { reply } => {
+                    let op = Remote::Interrupt {
+                        session: id.clone(),
+                    };
+                    let _ = reply.send(mailbox::to_owner_as(&relay, &id, op).await);
+                }
+                Command::Close { force, reply } => {
+                    let op = Remote::Close {
+                        session: id.clone(),
+                        force,
+                    };
+                    let _ = reply.send(mailbox::to_owner_as(&relay, &id, op).await);
+                }
+            }
+        });
+    }
+}
+
+/// Makes session `id` this instance's own after its owner was taken over: its mirror (loaded
+/// if there is none) catches up with everything the old owner committed, starts writing, has
+/// the turns the loss cut closed and the requests it left declined, as a restart would, and
+/// gets an actor (dormant until the next `say`, which resumes the thread here).
+pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), RelayError> {
+    let Some(handle) = load(relay, id).await? else {
+        // Not stored: nothing ran long enough to need adopting.
+        return Ok(());
+    };
+    if !handle.remote {
+        return Ok(());
+    }
+    catch_up(relay, id).await?;
+    let shared = handle.shared.clone();
+    shared.own();
+    crate::recovery::settle_adopted(relay, &shared, why).await?;
+    relay.spawn_session(shared, None, &[], None);
+    tracing::info!(session = %id, "adopted");
+    Ok(())
+}

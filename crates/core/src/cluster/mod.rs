@@ -1,0 +1,176 @@
+//! Many relays on one Postgres (docs/CLUSTER.md). Each relay is an instance holding a lease it
+//! renews; each session is run by one instance (its owner: it holds the Codex process and
+//! writes the log, fenced by its lease epoch) and mirrored by the others, which show it live
+//! from the committed log (woken by `LISTEN/NOTIFY`) and pass what their clients ask to the
+//! owner through a command table. An instance past its lease is taken over: another adopts its
+//! sessions and closes what the loss cut, as a restart would.
+//!
+//! - [`lease`]: joining, renewing, taking over, and what a fenced instance does.
+//! - [`listen`]: the notification loop and the catch-up of mirrors.
+//! - [`mirror`]: mirrors of other instances' sessions, and promoting one when it is adopted.
+//! - [`mailbox`]: commands for a session's owner, sent and served.
+//! - [`sql`]: the queries.
+
+mod lease;
+mod listen;
+mod mailbox;
+mod mirror;
+mod route;
+mod sql;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::PgPool;
+use tokio::sync::{Notify, oneshot};
+
+use crate::error::RelayError;
+use crate::relay::Relay;
+use crate::store::Fence;
+
+pub use lease::default_instance_id;
+pub(crate) use lease::{join, leave, start, stop, take_over_now};
+
+/// How a relay on Postgres takes part in a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Take part (the default for a Postgres store). Off: the relay assumes it is alone on the
+    /// database, as before clusters existed.
+    pub enabled: bool,
+    /// This instance's id (default: the host name and a random suffix).
+    pub instance_id: Option<String>,
+    /// Where other instances or a load balancer reach this one (shown, not dialled).
+    pub url: Option<String>,
+    /// How long a lease lasts without renewal; renewed every quarter of it. An instance silent
+    /// for longer is taken over.
+    pub lease: Duration,
+    /// Sessions this instance runs before new ones go to the least-loaded live instance
+    /// (default: no limit, every session starts where it was asked for).
+    pub max_load: Option<usize>,
+    /// How long a command for another instance waits for its answer.
+    pub command_timeout: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            instance_id: None,
+            url: None,
+            lease: Duration::from_secs(10),
+            max_load: None,
+            command_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One instance's part of the cluster.
+pub(crate) struct Cluster {
+    pub id: String,
+    pub pool: PgPool,
+    pub fence: Arc<Fence>,
+    pub config: ClusterConfig,
+    /// Commands this instance sent, waiting for their owner's answer, by command id.
+    waiting: Mutex<HashMap<i64, oneshot::Sender<()>>>,
+    /// Sessions whose mirrors have news to read.
+    pub(crate) sync: mirror::SyncQueue,
+    /// Wakes the lease monitor (an instance left or went silent).
+    monitor: Notify,
+    /// One take-over at a time in this instance.
+    taking_over: tokio::sync::Mutex<()>,
+    /// Set when the relay shuts down: the cluster's tasks end.
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Cluster {
+    /// Resolves once the relay shuts down.
+    pub(crate) async fn stopped(&self) {
+        let mut rx = self.stop.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+/// The cluster as one instance sees it.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    /// This instance.
+    pub instance: String,
+    pub epoch: i64,
+    /// Whether this instance still holds its lease.
+    pub leased: bool,
+    pub instances: Vec<InstanceView>,
+}
+
+/// One instance in [`ClusterView`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceView {
+    pub id: String,
+    pub url: Option<String>,
+    /// `live` or `gone`.
+    pub state: String,
+    pub epoch: i64,
+    /// Milliseconds left on its lease (negative: expired that long ago).
+    pub lease_left_ms: i64,
+    /// Milliseconds since it last renewed.
+    pub renewed_ms_ago: i64,
+    /// Sessions it runs, as of its last renewal.
+    pub sessions: i64,
+    /// Who adopted its sessions once it was gone.
+    pub taken_by: Option<String>,
+}
+
+impl Relay {
+    pub(crate) fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.inner.cluster.get()
+    }
+
+    /// The cluster as this instance sees it; `None` when the relay is not part of one.
+    pub async fn cluster_view(&self) -> Option<Result<ClusterView, RelayError>> {
+        let c = self.cluster()?;
+        Some(
+            sql::instances(&c.pool)
+                .await
+                .map(|instances| ClusterView {
+                    instance: c.id.clone(),
+                    epoch: c.fence.epoch(),
+                    leased: !c.fence.is_lost(),
+                    instances,
+                })
+                .map_err(|e| RelayError::Remote {
+                    code: "store_unavailable".into(),
+                    message: format!("reading the cluster's instances: {e}"),
+                }),
+        )
+    }
+
+    /// This instance's id, when the relay is part of a cluster.
+    pub fn instance_id(&self) -> Option<&str> {
+        self.cluster().map(|c| c.id.as_str())
+    }
+}
+
+/// The instances recorded in the database `conn` is on (for `doctor`): empty when no relay
+/// joined a cluster there yet.
+pub async fn instances_on(conn: &mut sqlx::PgConnection) -> Result<Vec<InstanceView>, sqlx::Error> {
+    let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass('relay_instances')::text")
+        .fetch_one(&mut *conn)
+        .await?;
+    if exists.is_none() {
+        return Ok(Vec::new());
+    }
+    sql::instances(&mut *conn).await
+}
+
+/// A database error as the cluster reports it.
+pub(crate) fn db(what: &str) -> impl Fn(sqlx::Error) -> RelayError + '_ {
+    move |e| RelayError::Remote {
+        code: "store_unavailable".into(),
+        message: format!("{what}: {e}"),
+    }
+}

@@ -1,0 +1,230 @@
+//! Where the engine's calls go in a cluster: a session another instance runs is a mirror here
+//! and its actions go to the owner; a new session starts here unless this instance is past its
+//! load; a request is answered where it was asked.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::mailbox::{self, Created, Remote};
+use super::{db, mirror, sql};
+use crate::broker::Resolution;
+use crate::error::RelayError;
+use crate::relay::{CreateOptions, Relay, RelayInner};
+use crate::session::{SayOutcome, SessionHandle, SessionShared};
+
+/// How long a session whose owner recorded it may take to reach the store.
+const FIRST_COMMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl RelayInner {
+    /// Drops a session from this relay's map (its actor, if any, is left to end).
+    pub(crate) fn forget(&self, id: &str) {
+        self.sessions_mut().remove(id);
+    }
+}
+
+impl Relay {
+    /// Sessions this instance runs (not the mirrors), open or dormant.
+    pub fn local_sessions(&self) -> usize {
+        self.inner.handles().iter().filter(|h| !h.remote).count()
+    }
+
+    /// A session of this relay, or, in a cluster, one stored that another instance runs (or
+    /// ran): mirrored here from then on. An instance can be asked about a session before the
+    /// notice of its first commit arrives.
+    pub(crate) async fn known_anywhere(&self, id: &str) -> Result<SessionHandle, RelayError> {
+        if let Some(h) = self.inner.get(id) {
+            return Ok(h);
+        }
+        let Some(c) = self.cluster().cloned() else {
+            return Err(RelayError::UnknownSession(id.to_owned()));
+        };
+        if id.trim().is_empty() {
+            return Err(RelayError::UnknownSession(id.to_owned()));
+        }
+        // An owner records a new session before its first batch commits: wait that long.
+        let deadline = tokio::time::Instant::now() + FIRST_COMMIT;
+        loop {
+            if let Some(h) = mirror::load(self, id).await? {
+                return Ok(h);
+            }
+            let owned = sql::owner_of(&c.pool, id)
+                .await
+                .map_err(db("finding the session's owner"))?;
+            if owned.is_none() || tokio::time::Instant::now() >= deadline {
+                return Err(RelayError::UnknownSession(id.to_owned()));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+
+    /// [`Relay::status`] of a session any instance of the cluster runs (see
+    /// [`Relay::known_anywhere`]); on one relay, the same as `status`.
+    pub async fn find(&self, id: &str) -> Result<crate::session::SessionSnapshot, RelayError> {
+        Ok(self.known_anywhere(id).await?.snapshot())
+    }
+
+    /// Registers a mirror: shown to the feed like any session, its commands passed on to its
+    /// owner. A session already in the map (it became this instance's meanwhile) wins.
+    pub(crate) fn register_mirror(&self, shared: Arc<SessionShared>) -> SessionHandle {
+        let (tx, rx) = mpsc::channel(16);
+        let handle = SessionHandle {
+            shared: shared.clone(),
+            cmds: tx,
+            remote: true,
+        };
+        let mut map = self.inner.sessions_mut();
+        if let Some(existing) = map.get(handle.id()) {
+            return existing.clone();
+        }
+        map.insert(handle.id().to_owned(), handle.clone());
+        drop(map);
+        shared.attach_feed(self.inner.feed.clone());
+        self.inner.feed.session_created(shared.snapshot());
+        tokio::spawn(mirror::forward(
+            Arc::downgrade(&self.inner),
+            handle.id().to_owned(),
+            rx,
+        ));
+        handle
+    }
+
+    /// A session this relay does not have: `Some(mirror)` when another instance runs it,
+    /// `None` when it is (now) this instance's to resume.
+    pub(crate) async fn route_elsewhere(
+        &self,
+        id: &str,
+    ) -> Result<Option<SessionHandle>, RelayError> {
+        let Some(c) = self.cluster() else {
+            return Ok(None);
+        };
+        let owner = sql::claim(&c.pool, id, &c.id)
+            .await
+            .map_err(db("claiming the session"))?;
+        if owner == c.id {
+            return Ok(None);
+        }
+        match mirror::load(self, id).await? {
+            Some(h) => Ok(Some(h)),
+            None => Err(RelayError::Owner {
+                session: id.to_owned(),
+                owner,
+                why: "it has not stored the session yet; try again in a moment".into(),
+            }),
+        }
+    }
+
+    /// Gives up a claim made for a thread that could not be resumed here.
+    pub(crate) fn unclaim(&self, id: &str) {
+        let Some(c) = self.cluster().cloned() else {
+            return;
+        };
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let gone = sqlx::query(
+                "DELETE FROM relay_owners o WHERE o.session_id = $1 AND o.owner = $2 \
+                 AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = $1)",
+            )
+            .bind(&id)
+            .bind(&c.id)
+            .execute(&c.pool)
+            .await;
+            if let Err(e) = gone {
+                tracing::debug!(session = %id, "giving up a claim failed: {e}");
+            }
+        });
+    }
+
+    /// Records a session this instance just created as its own.
+    pub(crate) async fn claim_new(&self, id: &str) -> Result<(), RelayError> {
+        let Some(c) = self.cluster() else {
+            return Ok(());
+        };
+        let owner = sql::claim(&c.pool, id, &c.id)
+            .await
+            .map_err(db("recording the new session's owner"))?;
+        if owner != c.id {
+            return Err(RelayError::Remote {
+                code: "store_unavailable".into(),
+                message: format!("the new session {id} is already run by instance {owner}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts the session on the least loaded live instance when this one runs at least
+    /// `max_load` sessions and that one runs fewer. Sessions with tools of this process (the
+    /// library's) always start here.
+    pub(crate) async fn place_elsewhere(
+        &self,
+        opts: &CreateOptions,
+    ) -> Result<Option<(SessionHandle, Option<SayOutcome>)>, RelayError> {
+        let Some(c) = self.cluster() else {
+            return Ok(None);
+        };
+        let Some(max) = c.config.max_load else {
+            return Ok(None);
+        };
+        let load = self.local_sessions();
+        if load < max || !opts.dynamic_tools.is_empty() {
+            return Ok(None);
+        }
+        let Some((target, theirs)) = sql::least_loaded(&c.pool, &c.id)
+            .await
+            .map_err(db("finding the least loaded instance"))?
+        else {
+            return Ok(None);
+        };
+        if theirs as usize >= load {
+            return Ok(None);
+        }
+        tracing::info!(instance = %c.id, load, to = %target, theirs, "starting a session on a less loaded instance");
+        let op = Remote::Create {
+            options: Box::new(opts.clone()),
+        };
+        let answer =
+            mailbox::call(self, &target, op)
+                .await
+                .map_err(|why| RelayError::Owner {
+                    session: "(new)".into(),
+                    owner: target.clone(),
+                    why,
+                })??;
+        let created: Created = serde_json::from_value(answer).map_err(|e| RelayError::Remote {
+            code: "remote_error".into(),
+            message: format!("the new session's answer did not parse: {e}"),
+        })?;
+        let handle = mirror::load(self, &created.session_id)
+            .await?
+            .ok_or_else(|| RelayError::Owner {
+                session: created.session_id.clone(),
+                owner: target,
+                why: "its new session is not in the store".into(),
+            })?;
+        Ok(Some((handle, created.first)))
+    }
+
+    /// Answers a request of a session another instance runs, there.
+    pub(crate) async fn respond_remote(
+        &self,
+        session: &str,
+        request: &str,
+        answer: crate::answer::Answer,
+        by: &str,
+    ) -> Result<Resolution, RelayError> {
+        let op = Remote::Respond {
+            session: session.to_owned(),
+            request: request.to_owned(),
+            answer,
+            by: by.to_owned(),
+        };
+        mailbox::to_owner_as(self, session, op).await
+    }
+
+    /// The session a request id belongs to, from the store (a request of another instance's
+    /// session this one has not mirrored, or one already resolved).
+    pub(crate) async fn session_of_request(&self, request: &str) -> Option<String> {
+        let c = self.cluster()?;
+        sql::session_of_request(&c.pool, request).await.ok()?
+    }
+}

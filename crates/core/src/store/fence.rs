@@ -1,0 +1,135 @@
+//! Fencing and commit notices for a relay that is one instance of several on one Postgres:
+//! every batch first checks, under a share lock on its instance's row, that the instance still
+//! holds its lease at its epoch (a takeover waits for that lock, so a batch either lands before
+//! the takeover or not at all), and tells the other instances on commit which sessions gained
+//! events (`pg_notify`, delivered only if the transaction commits).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+use sqlx::PgConnection;
+
+use super::StoredEvent;
+
+/// What ties this store's writes to one instance of a cluster.
+#[derive(Debug)]
+pub struct Fence {
+    /// The notification channel of this cluster (one per database schema).
+    pub channel: String,
+    /// This instance's id.
+    pub instance: String,
+    epoch: AtomicI64,
+    lost: AtomicBool,
+    dropped: AtomicU64,
+    lost_notice: tokio::sync::Notify,
+}
+
+/// The error a batch gets once its instance no longer holds its lease.
+#[derive(Debug, thiserror::Error)]
+#[error("this instance no longer holds its lease (another instance took over its sessions)")]
+pub struct Fenced;
+
+impl Fence {
+    pub fn new(channel: String, instance: String, epoch: i64) -> Self {
+        Self {
+            channel,
+            instance,
+            epoch: AtomicI64::new(epoch),
+            lost: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            lost_notice: tokio::sync::Notify::new(),
+        }
+    }
+
+    pub fn epoch(&self) -> i64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// The instance registered again under a new epoch: its writes are taken again.
+    pub fn renew(&self, epoch: i64) {
+        self.epoch.store(epoch, Ordering::SeqCst);
+        self.lost.store(false, Ordering::SeqCst);
+    }
+
+    /// Writes are refused from now on (a batch met a takeover, or the lease renewal failed).
+    pub fn mark_lost(&self) {
+        if !self.lost.swap(true, Ordering::SeqCst) {
+            self.lost_notice.notify_waiters();
+        }
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the fence is lost.
+    pub async fn lost(&self) {
+        loop {
+            let notified = self.lost_notice.notified();
+            if self.is_lost() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Writes dropped because the instance had lost its lease.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_dropped(&self, n: usize) {
+        self.dropped.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Whether a write error is the fence refusing the batch.
+pub(crate) fn is_fenced(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Configuration(inner) if inner.is::<Fenced>())
+}
+
+/// The first statement of a batch: the instance must still be live at its epoch. The share
+/// lock holds off a takeover until the batch commits.
+pub(crate) async fn check(conn: &mut PgConnection, fence: &Fence) -> Result<(), sqlx::Error> {
+    if fence.is_lost() {
+        return Err(sqlx::Error::Configuration(Box::new(Fenced)));
+    }
+    let live: Option<i64> = sqlx::query_scalar(
+        "SELECT epoch FROM relay_instances WHERE id = $1 AND epoch = $2 AND state = 'live' FOR SHARE",
+    )
+    .bind(&fence.instance)
+    .bind(fence.epoch())
+    .fetch_optional(&mut *conn)
+    .await?;
+    if live.is_none() {
+        fence.mark_lost();
+        return Err(sqlx::Error::Configuration(Box::new(Fenced)));
+    }
+    Ok(())
+}
+
+/// One notice per session of the batch, naming its newest event: `e <seq> <session id>`.
+pub(crate) async fn notify(
+    conn: &mut PgConnection,
+    fence: &Fence,
+    events: &[&StoredEvent],
+) -> Result<(), sqlx::Error> {
+    let mut newest: BTreeMap<&str, i64> = BTreeMap::new();
+    for e in events {
+        let seq = newest.entry(e.session_id.as_str()).or_insert(e.seq);
+        *seq = (*seq).max(e.seq);
+    }
+    if newest.is_empty() {
+        return Ok(());
+    }
+    let payloads: Vec<String> = newest
+        .iter()
+        .map(|(session, seq)| format!("e {seq} {session}"))
+        .collect();
+    sqlx::query("SELECT pg_notify($1, p) FROM UNNEST($2::text[]) AS t(p)")
+        .bind(&fence.channel)
+        .bind(payloads)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
