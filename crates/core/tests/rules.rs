@@ -119,6 +119,7 @@ async fn rules_answer_before_a_human_and_survive_a_restart(
     assert!(init.success());
     let bin = codex_relay_testkit::codex_bin(version).expect("pinned Codex installs");
     let mut config = RelayConfig::new(AppServerConfig::new(bin).codex_home(home.path()), target);
+    common::bare_home(&mut config, &home);
     config.approval_timeout = Duration::from_secs(120);
     config.rules_file = Some(parse_toml("rules.toml", RULES).unwrap());
     let relay = Relay::open(config.clone()).await.expect("relay opens");

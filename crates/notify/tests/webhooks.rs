@@ -245,6 +245,13 @@ async fn a_pending_request_is_notified_once_after_the_receiver_was_down_and_its_
         home.root().join("relay.db").display().to_string(),
     );
     config.approval_timeout = Duration::from_secs(300);
+    // An empty HOME: the user's shell start-up files stay out of the commands Codex runs.
+    let user_home = home.root().join("user-home");
+    std::fs::create_dir_all(&user_home).unwrap();
+    config
+        .codex
+        .env
+        .push(("HOME".into(), Some(user_home.into_os_string())));
     let relay = Relay::open(config).await.unwrap();
     let notify = NotifyConfig::parse(
         "notify.toml",
