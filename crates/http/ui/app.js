@@ -7,6 +7,7 @@ import { listView } from './list.js';
 import { newView } from './new.js';
 import { sessionView } from './session.js';
 import { rulesView } from './rules.js';
+import { notifyView } from './notify.js';
 
 const main = document.getElementById('main');
 const conn = document.getElementById('conn');
@@ -86,11 +87,13 @@ function route() {
     current = newView(main);
   } else if (hash.startsWith('#/rules')) {
     current = rulesView(main);
+  } else if (hash.startsWith('#/notify')) {
+    current = notifyView(main);
   } else {
     current = listView(main, { onRelayEvent });
   }
   for (const a of document.querySelectorAll('[data-nav]')) {
-    const page = hash.startsWith('#/new') ? 'new' : hash.startsWith('#/rules') ? 'rules' : hash.startsWith('#/s/') ? 'session' : 'list';
+    const page = ['new', 'rules', 'notify'].find((p) => hash.startsWith(`#/${p}`)) ?? (hash.startsWith('#/s/') ? 'session' : 'list');
     const active = a.dataset.nav === page;
     if (active) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
@@ -99,4 +102,8 @@ function route() {
 }
 
 window.addEventListener('hashchange', route);
+// The service worker: installable app, push notifications (see sw.js).
+if ('serviceWorker' in navigator) {
+  navigator.serviceWorker.register('/sw.js', { scope: '/' }).catch((e) => console.warn('service worker:', e.message));
+}
 route();
