@@ -88,7 +88,8 @@ static ASSETS: &[Asset] = &[
 
 /// Only our own scripts, styles and connections; no framing.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                   connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+                   connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; \
+                   form-action 'self'; frame-ancestors 'none'";
 
 pub(crate) fn routes() -> axum::Router<AppState> {
     axum::Router::new()
