@@ -234,10 +234,27 @@ impl Translator {
             }
             // Carried elsewhere or not part of the legacy stream: the relay's own status and
             // resolutions, images, and raw Codex notifications the engine does not map.
-            Ev::Photo { .. }
-            | Ev::RequestResolved { .. }
-            | Ev::Status { .. }
-            | Ev::Codex { .. } => {}
+            // Who answered, as a background event (the legacy stream has no message of its
+            // own for it): a rule's answer is the only word a legacy client gets of it.
+            Ev::RequestResolved {
+                decision,
+                by,
+                reason,
+                request,
+                ..
+            } => {
+                let what = request
+                    .as_ref()
+                    .map(|r| format!("{}: ", r.question))
+                    .unwrap_or_default();
+                let why = reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
+                out.msgs.push(json!({"type": "background_event",
+                    "message": format!("{what}{} by {}{why}", decision.as_str(), by.as_str())}));
+            }
+            Ev::Photo { .. } | Ev::Status { .. } | Ev::Codex { .. } => {}
         }
         out
     }
