@@ -7,166 +7,18 @@
 //! log, the next message continues the thread on B, and nothing of A's Codex is left; and an
 //! instance paused past its lease writes nothing more for the sessions taken from it.
 
+mod cluster_support;
 mod common;
 mod http_support;
 
 use std::time::{Duration, Instant};
 
 use codex_relay_testkit::Reply;
-use common::{Bed, HttpRelay};
+use common::Bed;
 use http_support::{Client, Event};
 use serde_json::{Value, json};
 
-const NEWEST: &str = "0.169.0";
-const TURN: Duration = Duration::from_secs(90);
-/// The instances' lease in these tests: short, so failover is quick to show.
-const LEASE_MS: u64 = 2_000;
-
-/// A schema of its own in the test Postgres, as a store URL; `None` when the Postgres
-/// variants are skipped on purpose (with the reason printed).
-async fn fresh_schema(test: &str) -> Option<String> {
-    let base = codex_relay_testkit::postgres::url(test)?;
-    let schema = format!(
-        "cluster_{}_{}",
-        std::process::id(),
-        Instant::now().elapsed().subsec_nanos() ^ rand_bits()
-    );
-    let pool = sqlx::PgPool::connect(&base).await.expect("test Postgres");
-    // The name is made here of digits and underscores.
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&pool)
-        .await
-        .expect("create schema");
-    pool.close().await;
-    let sep = if base.contains('?') { '&' } else { '?' };
-    Some(format!("{base}{sep}options=-c%20search_path%3D{schema}"))
-}
-
-fn rand_bits() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(0);
-    h.finish() as u32
-}
-
-/// `serve` as instance `name` of the cluster on `db`, with the bed's shared CODEX_HOME and a
-/// data directory of its own.
-async fn instance(bed: &Bed, db: &str, name: &str) -> HttpRelay {
-    let mut args = bed.args(120_000);
-    let at = args.iter().position(|a| a == "--db").unwrap() + 1;
-    args[at] = db.to_owned();
-    let at = args.iter().position(|a| a == "--data-dir").unwrap() + 1;
-    args[at] = bed
-        .home
-        .root()
-        .join(format!("data-{name}"))
-        .display()
-        .to_string();
-    args.extend([
-        "--instance-id".into(),
-        name.into(),
-        "--lease-ms".into(),
-        LEASE_MS.to_string(),
-    ]);
-    HttpRelay::start(args).await
-}
-
-fn ev_t(e: &Event) -> String {
-    e.json()["ev"]["t"].as_str().unwrap_or_default().to_owned()
-}
-
-fn is_status(e: &Event, status: &str) -> bool {
-    e.event == "envelope" && ev_t(e) == "status" && e.json()["ev"]["status"] == status
-}
-
-async fn create(c: &Client, body: Value) -> String {
-    let r = c.post("/api/sessions", &body).await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    r.json()["sessionId"].as_str().unwrap().to_owned()
-}
-
-/// Polls `GET /api/sessions/{id}` through `c` until `done` holds; returns that view.
-async fn view_until(c: &Client, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + TURN;
-    loop {
-        let r = c.get(&format!("/api/sessions/{id}")).await;
-        let v = if r.status == 200 {
-            r.json()
-        } else {
-            json!(null)
-        };
-        if done(&v) {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: last view {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The cluster as `c`'s `/healthz` shows it, once `done` holds for it.
-async fn cluster_until(c: &Client, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + TURN;
-    loop {
-        let h = c.get("/healthz").await.json();
-        if done(&h["cluster"]) {
-            return h["cluster"].clone();
-        }
-        assert!(Instant::now() < deadline, "{what}: last /healthz {h}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn instance_of<'a>(cluster: &'a Value, id: &str) -> &'a Value {
-    cluster["instances"]
-        .as_array()
-        .and_then(|all| all.iter().find(|i| i["id"] == id))
-        .unwrap_or(&Value::Null)
-}
-
-/// Every event of the session, as the store has it, through `c`.
-async fn history(c: &Client, id: &str) -> Vec<Value> {
-    let r = c
-        .get(&format!("/api/sessions/{id}/events?after=0&limit=10000"))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    let body = r.json();
-    body["events"]
-        .as_array()
-        .or_else(|| body.as_array())
-        .cloned()
-        .unwrap_or_else(|| panic!("events: {body}"))
-}
-
-fn seqs(events: &[Value]) -> Vec<u64> {
-    events.iter().map(|e| e["seq"].as_u64().unwrap()).collect()
-}
-
-fn assert_contiguous(events: &[Value]) {
-    let s = seqs(events);
-    assert_eq!(
-        s,
-        (1..=s.len() as u64).collect::<Vec<_>>(),
-        "seqs 1..n without gap or repeat"
-    );
-}
-
-/// The pids of `serve`'s direct children: its Codex app-servers, each in a group of its own.
-fn codex_groups(relay_pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    let after = s.rsplit_once(')')?.1.to_owned();
-                    after.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(relay_pid)
-        })
-        .collect()
-}
+use cluster_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_postgres_three_instances_read_and_answer_anywhere() {
@@ -449,6 +301,14 @@ async fn cluster_postgres_a_killed_owner_is_adopted_within_the_lease() {
         "the resumed thread carries the first turn"
     );
     assert_contiguous(&history(&cb, &id).await);
+    let own_state = std::fs::read_dir(sqlite_home(&bed, "B"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().ends_with(".sqlite"));
+    assert!(
+        own_state,
+        "B's Codex kept its state database apart from A's: the thread resumed from the shared rollout"
+    );
     drop(b);
     bed.assert_no_codex_left().await;
 }

@@ -397,6 +397,14 @@ impl Broker {
     }
 
     /// Open requests, optionally of one session.
+    /// Whether request `id` of `session_id` is open here.
+    pub(crate) fn is_open(&self, session_id: &str, id: &str) -> bool {
+        self.lock()
+            .open
+            .get(id)
+            .is_some_and(|e| e.view.session_id == session_id)
+    }
+
     pub fn pending(&self, session_id: Option<&str>) -> Vec<PendingView> {
         let st = self.lock();
         let mut open: Vec<&Entry> = st

@@ -591,6 +591,9 @@ impl Relay {
                 .respond_remote(session_id, request_id, answer, by)
                 .await;
         }
+        if self.inner.broker.is_open(session_id, request_id) {
+            self.claim_answer(session_id, request_id, by).await?;
+        }
         self.inner
             .broker
             .answer(

@@ -8,6 +8,7 @@
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
 //! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
+//! - [`tcp_proxy`]: a TCP proxy a test cuts and mends (a network cut to Postgres).
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
 pub mod clients;
@@ -18,6 +19,7 @@ pub mod install;
 pub mod model;
 pub mod postgres;
 pub mod procs;
+pub mod tcp_proxy;
 
 pub use home::{CodexHome, HomeOptions};
 

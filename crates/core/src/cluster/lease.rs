@@ -109,6 +109,8 @@ pub(crate) async fn start(relay: &Relay) -> Result<(), RelayError> {
 /// lost lease.
 async fn keep(inner: Weak<RelayInner>) {
     let mut rounds: u64 = 0;
+    // The last time Postgres confirmed the lease, on this machine's monotonic clock.
+    let mut confirmed = tokio::time::Instant::now();
     loop {
         let (period, fence, monitor_wake) = {
             let Some(inner) = inner.upgrade() else { return };
@@ -135,15 +137,37 @@ async fn keep(inner: Weak<RelayInner>) {
         if !c.fence.is_lost() {
             let sessions = relay.local_sessions() as i64;
             let lease_ms = c.config.lease.as_millis() as i64;
-            match sql::renew(&c.pool, &c.id, c.fence.epoch(), lease_ms, sessions).await {
-                Ok(true) => {}
-                Ok(false) => c.fence.mark_lost(),
-                Err(e) => tracing::warn!(instance = %c.id,
+            let asked = tokio::time::Instant::now();
+            // Never wait past the point where this instance must stop (below).
+            let stop_at = confirmed + c.config.lease * 3 / 4;
+            let wait = (c.config.lease / 4).min(stop_at.saturating_duration_since(asked));
+            let renewed = tokio::time::timeout(
+                wait.max(Duration::from_millis(1)),
+                sql::renew(&c.pool, &c.id, c.fence.epoch(), lease_ms, sessions),
+            )
+            .await;
+            match renewed {
+                Ok(Ok(true)) => confirmed = asked,
+                Ok(Ok(false)) => c.fence.mark_lost(),
+                Ok(Err(e)) => tracing::warn!(instance = %c.id,
                     "could not renew the lease (other instances take over once it runs out): {e}"),
+                Err(_) => tracing::warn!(instance = %c.id,
+                    "renewing the lease took over a quarter of it (other instances take over once it runs out)"),
+            }
+            // Others may take this instance over once the lease runs out on Postgres's clock.
+            // Stop before that: an instance that cannot confirm its lease for three quarters
+            // of it stops its sessions (their Codex too) and writes nothing more for them, so
+            // no command runs or answer lands on two instances at once.
+            if !c.fence.is_lost() && confirmed.elapsed() >= c.config.lease * 3 / 4 {
+                tracing::error!(instance = %c.id, unconfirmed = ?confirmed.elapsed(),
+                    "could not confirm the lease with Postgres for three quarters of it: stopping this instance's sessions before another takes them over");
+                c.fence.mark_lost();
             }
         }
         if c.fence.is_lost() {
-            rejoin(&relay, &c).await;
+            if rejoin(&relay, &c).await {
+                confirmed = tokio::time::Instant::now();
+            }
             continue;
         }
         take_over_now(&relay).await;
@@ -188,7 +212,8 @@ pub(crate) async fn take_over_now(relay: &Relay) {
 /// This instance lost its lease (it was paused, or cut off from Postgres, past it; or another
 /// process registered the same id): another instance runs its sessions now. They are stopped
 /// here without writing anything more, and the instance joins again under a new epoch.
-async fn rejoin(relay: &Relay, c: &Arc<Cluster>) {
+/// Returns true once joined again.
+async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
     let local: Vec<_> = relay
         .inner
         .handles()
@@ -210,8 +235,9 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) {
         let _ = tokio::time::timeout(Duration::from_secs(5), h.close(true)).await;
     }
     relay.inner.servers.shutdown(Duration::from_secs(1)).await;
-    // What the stopped sessions queued is dropped by the fence, which is still lost.
-    let _ = relay.store().flush().await;
+    // What the stopped sessions queued is dropped by the fence, which is still lost (bounded:
+    // Postgres may be out of reach).
+    let _ = tokio::time::timeout(Duration::from_secs(2), relay.store().flush()).await;
     match sql::holder(&c.pool, &c.id).await {
         Ok(Some(epoch)) if epoch != c.fence.epoch() => {
             // Another process registered under this id and holds its lease: joining again
@@ -219,12 +245,12 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) {
             tracing::error!(instance = %c.id, theirs = epoch,
                 "another process runs as this instance id (give each instance its own id): this one stays out of the cluster and writes nothing more");
             c.stop.send_replace(true);
-            return;
+            return false;
         }
         Ok(_) => {}
         Err(e) => {
             tracing::error!("could not read this instance's row (retrying): {e}");
-            return;
+            return false;
         }
     }
     let lease_ms = c.config.lease.as_millis() as i64;
@@ -232,13 +258,33 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) {
         Ok(epoch) => {
             c.fence.renew(epoch);
             tracing::warn!(instance = %c.id, epoch, "joined the cluster again, running no sessions");
+            // Sessions still recorded as this instance's (nobody took them while it was away)
+            // are adopted again, their cut turns closed as after a restart.
+            let why = format!(
+                "instance {} lost contact with Postgres for most of its lease and stopped this session while this turn was running",
+                c.id
+            );
+            match sql::owned_by(&c.pool, &c.id).await {
+                Ok(ids) => {
+                    for id in ids {
+                        if let Err(e) = mirror::adopt(relay, &id, &why).await {
+                            tracing::error!(session = %id, "adopting a session again failed: {e}");
+                        }
+                    }
+                }
+                Err(e) => tracing::error!("reading this instance's sessions failed: {e}"),
+            }
             for h in &local {
                 if let Err(e) = mirror::load(relay, h.id()).await {
                     tracing::debug!(session = %h.id(), "mirroring a lost session failed: {e}");
                 }
             }
+            true
         }
-        Err(e) => tracing::error!("could not join the cluster again (retrying): {e}"),
+        Err(e) => {
+            tracing::error!("could not join the cluster again (retrying): {e}");
+            false
+        }
     }
 }
 

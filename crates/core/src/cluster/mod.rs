@@ -11,6 +11,7 @@
 //! - [`mailbox`]: commands for a session's owner, sent and served.
 //! - [`sql`]: the queries.
 
+mod answers;
 mod lease;
 mod listen;
 mod mailbox;

@@ -12,7 +12,7 @@ macro_rules! on_pool {
 
 mod batch_sql;
 mod error;
-mod fence;
+pub(crate) mod fence;
 mod health;
 mod lost;
 mod open;

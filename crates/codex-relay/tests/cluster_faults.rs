@@ -1,0 +1,265 @@
+//! A cluster when Postgres fails (docs/CLUSTER.md, "Failures"), over the real Codex with the
+//! scripted model. Postgres restarted mid-turn: the owner's live view goes on, the other
+//! instance's view catches up with every event once and in order, no instance is taken over,
+//! and an approval after it is answered once. The network between the owner and Postgres cut
+//! past the lease (a proxy of the test): the owner stops its session before another instance
+//! takes it over, so the open approval reaches no Codex; the other instance adopts the session
+//! (the request declined once, fail-closed, in the log); once mended, the old owner joins again
+//! with nothing, and the session goes on where it runs now.
+//!
+//! Skipped, with the reason, without PostgreSQL server binaries (the restart) or a test
+//! Postgres (the cut).
+
+mod cluster_support;
+mod common;
+mod http_support;
+
+use std::time::{Duration, Instant};
+
+use cluster_support::*;
+use codex_relay_testkit::Reply;
+use common::Bed;
+use http_support::Client;
+use serde_json::{Value, json};
+
+/// The request ids resolved in a session's log, in order.
+fn resolved(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["ev"]["t"] == "request-resolved")
+        .map(|e| e["ev"]["id"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_postgres_restarted_mid_turn_loses_nothing() {
+    let Some(pg) = codex_relay_testkit::postgres::Private::start() else {
+        return;
+    };
+    let bed = Bed::start(NEWEST).await;
+    bed.model.route(
+        "CL-RESTART",
+        [
+            Reply::exec("sleep 3; echo slept", "call-r"),
+            Reply::text("finished across the restart"),
+        ],
+    );
+    bed.model.route(
+        "CL-ASK",
+        [
+            Reply::exec("touch asked.txt", "call-ask"),
+            Reply::text("made it"),
+        ],
+    );
+    // A lease longer than the restart: nobody is taken over.
+    let a = instance_with(&bed, &pg.url(), "A", 20_000).await;
+    let b = instance_with(&bed, &pg.url(), "B", 20_000).await;
+    let (ca, cb) = (Client::new(&a.url), Client::new(&b.url));
+    let ws = bed.home.workspace().display().to_string();
+    let id = create(
+        &ca,
+        json!({"prompt": "CL-RESTART: wait", "cwd": ws, "sandbox": "read-only",
+            "approvalPolicy": "never"}),
+    )
+    .await;
+    let mut on_a = ca.stream(&format!("/api/sessions/{id}/stream"), &[]).await;
+    let mut on_b = cb.stream(&format!("/api/sessions/{id}/stream"), &[]).await;
+    on_a.until(TURN, |e| {
+        e.event == "envelope" && ev_t(e) == "tool-call-start"
+    })
+    .await;
+    tokio::task::block_in_place(|| pg.stop());
+    // The owner's view goes on while Postgres is down.
+    let live = on_a.until(TURN, |e| is_status(e, "idle")).await;
+    assert!(
+        live.iter()
+            .any(|e| e.json()["ev"]["text"] == "finished across the restart"),
+        "the turn ends live on its owner"
+    );
+    tokio::task::block_in_place(|| pg.start_again());
+    // The other instance catches up: every event once, in order, up to the end of the turn.
+    let seen = on_b.until(TURN, |e| is_status(e, "idle")).await;
+    let seen: Vec<u64> = seen
+        .iter()
+        .filter(|e| e.event == "envelope")
+        .map(|e| e.json()["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seen,
+        (1..=seen.len() as u64).collect::<Vec<_>>(),
+        "B's view"
+    );
+    let stored = history(&cb, &id).await;
+    assert_contiguous(&stored);
+    assert_eq!(seqs(&stored), seen, "the log is what was shown");
+    let cluster = cluster_until(&cb, "both live, nobody taken over", |cl| {
+        instance_of(cl, "A")["state"] == "live" && instance_of(cl, "B")["state"] == "live"
+    })
+    .await;
+    assert!(instance_of(&cluster, "A")["takenBy"].is_null(), "{cluster}");
+
+    // After it, an approval on A answered through B, once.
+    let asked_id = create(
+        &ca,
+        json!({"prompt": "CL-ASK: make it", "cwd": ws, "approvalPolicy": "untrusted",
+            "sandbox": "workspace-write"}),
+    )
+    .await;
+    let mut s = cb
+        .stream(&format!("/api/sessions/{asked_id}/stream"), &[])
+        .await;
+    let asked = s
+        .until(TURN, |e| e.event == "permission_request")
+        .await
+        .pop()
+        .unwrap()
+        .json();
+    let answer = json!({"id": asked["id"], "action": "allow"});
+    let (first, second) = tokio::join!(
+        cb.post("/api/codex/permission/respond", &answer),
+        ca.post("/api/codex/permission/respond", &answer)
+    );
+    let mut statuses = [first.status, second.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409], "{} / {}", first.text(), second.text());
+    s.until(TURN, |e| is_status(e, "idle")).await;
+    assert!(bed.home.workspace().join("asked.txt").exists());
+    let log = history(&ca, &asked_id).await;
+    assert_eq!(
+        resolved(&log),
+        vec![asked["id"].as_str().unwrap().to_owned()]
+    );
+    drop((a, b));
+    bed.assert_no_codex_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_postgres_an_owner_cut_off_stops_before_it_is_taken_over() {
+    let Some(db) =
+        fresh_schema("cluster_postgres_an_owner_cut_off_stops_before_it_is_taken_over").await
+    else {
+        return;
+    };
+    // A reaches Postgres through a proxy of this test; B directly.
+    let host_port = db
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split('@').next_back())
+        .and_then(|rest| rest.split('/').next())
+        .expect("host:port in the test Postgres URL")
+        .to_owned();
+    let target = tokio::net::lookup_host(&host_port)
+        .await
+        .unwrap()
+        .next()
+        .expect("the test Postgres address");
+    let proxy = codex_relay_testkit::tcp_proxy::TcpProxy::start(target).await;
+    let through_proxy = db.replacen(&host_port, &proxy.addr().to_string(), 1);
+    let bed = Bed::start(NEWEST).await;
+    // One reply: A's Codex is stopped while it waits for the approval, so the model is not
+    // asked again in that turn (the next turn's request carries this marker too).
+    bed.model
+        .route("CL-CUT", [Reply::exec("touch cut.txt", "call-cut")]);
+    bed.model
+        .route("CL-MENDED", [Reply::text("going on where it runs now")]);
+    let a = instance(&bed, &through_proxy, "A").await;
+    let b = instance(&bed, &db, "B").await;
+    let (ca, cb) = (Client::new(&a.url), Client::new(&b.url));
+    let ws = bed.home.workspace().display().to_string();
+    let id = create(
+        &ca,
+        json!({"prompt": "CL-CUT: make it", "cwd": ws, "approvalPolicy": "untrusted",
+            "sandbox": "workspace-write"}),
+    )
+    .await;
+    let mut on_b = cb.stream(&format!("/api/sessions/{id}/stream"), &[]).await;
+    let asked = on_b
+        .until(TURN, |e| e.event == "permission_request")
+        .await
+        .pop()
+        .unwrap()
+        .json();
+    let groups = codex_groups(a.pid());
+    proxy.cut();
+    let cut_at = Instant::now();
+    // A stops the session before its lease runs out, and says so.
+    let deadline = Instant::now() + TURN;
+    while !a.log_text().contains("could not confirm the lease") {
+        assert!(
+            Instant::now() < deadline,
+            "A says it cannot confirm its lease"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        cut_at.elapsed() < Duration::from_millis(LEASE_MS),
+        "A stopped within its lease: {:?}",
+        cut_at.elapsed()
+    );
+    for g in groups {
+        let left = codex_relay_testkit::procs::wait_group_gone(g, Duration::from_secs(5)).await;
+        assert!(
+            left.is_empty(),
+            "A's Codex (group {g}) is stopped: {left:?}"
+        );
+    }
+    // An answer through A now reaches no Codex.
+    let late = ca
+        .post(
+            "/api/codex/permission/respond",
+            &json!({"id": asked["id"], "action": "allow"}),
+        )
+        .await;
+    assert_ne!(late.status, 200, "{}", late.text());
+    // B adopts the session once A's lease ran out: the request declined, the turn closed.
+    let rest = on_b.until(TURN, |e| is_status(e, "interrupted")).await;
+    let declined = rest
+        .iter()
+        .find(|e| e.event == "envelope" && ev_t(e) == "request-resolved")
+        .unwrap_or_else(|| panic!("the request is resolved: {rest:#?}"))
+        .json();
+    assert_eq!(declined["ev"]["decision"], "deny", "{declined}");
+    assert!(
+        !bed.home.workspace().join("cut.txt").exists(),
+        "the command never ran"
+    );
+    proxy.mend();
+    let deadline = Instant::now() + TURN;
+    while !a.log_text().contains("joined the cluster again") {
+        assert!(Instant::now() < deadline, "A joins again once mended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cluster = cluster_until(&ca, "A live with nothing, B running the session", |cl| {
+        instance_of(cl, "A")["state"] == "live" && instance_of(cl, "B")["sessions"] == 1
+    })
+    .await;
+    assert_eq!(cluster["leased"], true, "{cluster}");
+    let again = cb
+        .post(
+            "/api/codex/permission/respond",
+            &json!({"id": asked["id"], "action": "allow"}),
+        )
+        .await;
+    assert_eq!(again.status, 409, "{}", again.text());
+    let r = ca
+        .post(
+            &format!("/api/sessions/{id}/messages"),
+            &json!({"text": "CL-MENDED: go on"}),
+        )
+        .await;
+    assert!(r.status == 200 || r.status == 202, "{}", r.text());
+    let v = view_until(&ca, &id, "the next turn, asked through A, run on B", |v| {
+        v["status"] == "idle" && v["turnCount"] == 2
+    })
+    .await;
+    assert_eq!(v["result"], "going on where it runs now", "{v}");
+    let log = history(&cb, &id).await;
+    assert_contiguous(&log);
+    assert_eq!(
+        resolved(&log),
+        vec![asked["id"].as_str().unwrap().to_owned()]
+    );
+    assert!(!bed.home.workspace().join("cut.txt").exists());
+    drop((a, b));
+    bed.assert_no_codex_left().await;
+}
