@@ -28,10 +28,7 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
         while let Ok((mut sock, _)) = listener.accept().await {
             let mut buf = Vec::new();
             let mut chunk = [0u8; 8192];
-            loop {
-                let Ok(n) = sock.read(&mut chunk).await else {
-                    break;
-                };
+            while let Ok(n) = sock.read(&mut chunk).await {
                 if n == 0 {
                     break;
                 }
