@@ -235,14 +235,16 @@ impl Translator {
             // Carried elsewhere or not part of the legacy stream: the relay's own status and
             // resolutions, images, and raw Codex notifications the engine does not map.
             // Who answered, as a background event (the legacy stream has no message of its
-            // own for it): a rule's answer is the only word a legacy client gets of it.
+            // own for it) when it was not this client: a rule (the only word a legacy client
+            // gets of it), another front, a timeout, a restart. Its own answers keep the
+            // stream exactly as the legacy server's.
             Ev::RequestResolved {
                 decision,
                 by,
                 reason,
                 request,
                 ..
-            } => {
+            } if by.as_str() != crate::approval::BY => {
                 let what = request
                     .as_ref()
                     .map(|r| format!("{}: ", r.question))
@@ -254,7 +256,7 @@ impl Translator {
                 out.msgs.push(json!({"type": "background_event",
                     "message": format!("{what}{} by {}{why}", decision.as_str(), by.as_str())}));
             }
-            Ev::Photo { .. } | Ev::Status { .. } | Ev::Codex { .. } => {}
+            Ev::RequestResolved { .. } | Ev::Photo { .. } | Ev::Status { .. } | Ev::Codex { .. } => {}
         }
         out
     }
