@@ -348,4 +348,29 @@ mod tests {
         );
         assert_eq!(aborted.end, Some((TurnEndStatus::Cancelled, None)));
     }
+
+    #[test]
+    fn a_resolution_this_client_did_not_make_is_told_as_a_background_event() {
+        let mut tr = Translator::default();
+        let ruled = json!({"t": "request-resolved", "id": "r1", "decision": "deny",
+            "by": "rule:no-rm", "reason": "keep it",
+            "request": {"id": "r1", "sessionId": "s", "kind": "command_approval",
+                "question": "Run rm -rf b?", "options": [], "details": {"command": "rm -rf b"},
+                "createdAt": 0, "deadline": 0}});
+        let msgs = tr.event(&env(Role::System, ruled)).msgs;
+        assert_eq!(
+            msgs,
+            vec![json!({"type": "background_event",
+                "message": "Run rm -rf b?: deny by rule:no-rm (keep it)"})]
+        );
+        let own = json!({"t": "request-resolved", "id": "r2", "decision": "approve",
+            "by": crate::approval::BY});
+        assert!(tr.event(&env(Role::System, own)).msgs.is_empty());
+        let timeout = json!({"t": "request-resolved", "id": "r3", "decision": "deny",
+            "by": "timeout"});
+        assert_eq!(
+            types(&mut tr, &[(Role::System, timeout)]),
+            vec!["background_event"]
+        );
+    }
 }

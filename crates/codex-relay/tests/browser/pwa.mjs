@@ -210,17 +210,15 @@ async function run() {
     if (findings.notification.title !== findings.push.title) throw new Error(`shown: ${JSON.stringify(findings.notification)}`);
   });
   await step('always allow from the card', async () => {
-    // By keyboard: the timeline keeps to its end as events arrive, which moves what a pointer
-    // would hit on a small screen while a click is attempted.
-    await page.locator('.card.request.kind-file_change_approval:not(.resolved)').getByRole('button', { name: 'Approve', exact: true }).press('Enter');
+    await page.locator('.card.request.kind-file_change_approval:not(.resolved)').getByRole('button', { name: 'Approve', exact: true }).click();
     const card = page.locator('.card.request.kind-command_approval:not(.resolved)');
     await card.waitFor({ timeout: STEP });
-    await card.getByRole('button', { name: 'Always allow…' }).press('Enter');
+    await card.getByRole('button', { name: 'Always allow…' }).click();
     const argv = card.getByLabel('Command starts with');
     await argv.waitFor({ timeout: STEP });
     if ((await argv.inputValue()) !== 'python3 hello.py') throw new Error(`suggested ${await argv.inputValue()}`);
     await snap('always-allow');
-    await card.getByRole('button', { name: 'Save rule and approve' }).press('Enter');
+    await card.getByRole('button', { name: 'Save rule and approve' }).click();
     const done = page.locator('.card.request.kind-command_approval.resolved .card-status');
     await done.waitFor({ timeout: STEP });
     const who = await done.textContent();
