@@ -15,6 +15,8 @@
 //! - [`control`]: stopping one session's turn without touching the sessions beside it.
 //! - [`workspace`]: fingerprints for thread reuse; isolated copies of host mounts.
 //! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
+//! - [`login`]: the ChatGPT login of CODEX_HOME shared by every Codex, refreshed by the relay
+//!   alone (one refresh at a time across processes, relays and the cluster).
 
 pub mod answer;
 pub mod api;
@@ -33,6 +35,7 @@ pub mod event;
 pub mod feed;
 pub mod follow;
 mod ids;
+pub mod login;
 pub mod mapper;
 pub mod modes;
 pub mod pending;

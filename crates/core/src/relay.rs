@@ -71,8 +71,10 @@ impl RelayInner {
 impl Relay {
     /// Opens the store, brings back every stored session (dormant until the next `say`), and
     /// resolves requests left pending by a previous run as declined.
-    pub async fn open(config: RelayConfig) -> Result<Relay, RelayError> {
+    pub async fn open(mut config: RelayConfig) -> Result<Relay, RelayError> {
         let store = Store::open_with(&config.store, config.store_options.clone()).await?;
+        config.auth =
+            crate::login::resolve(&mut config, &store).map_err(crate::auth::AuthError::from)?;
         let broker = Broker::new(config.approval_timeout, store.clone());
         let feed: Arc<crate::feed::Feed> = Arc::default();
         // Backpressure: Codex's output is read only while the store keeps up.
