@@ -17,6 +17,8 @@
 //! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
 //! - [`rules`]: approval rules that answer a request before a human is asked;
 //!   [`links`]: signed single-use links that answer one request (docs/RULES.md, NOTIFY.md).
+//! - [`login`]: the ChatGPT login of CODEX_HOME shared by every Codex, refreshed by the relay
+//!   alone (one refresh at a time across processes, relays and the cluster).
 
 pub mod answer;
 pub mod api;
@@ -37,6 +39,7 @@ pub mod feed;
 pub mod follow;
 mod ids;
 pub mod links;
+pub mod login;
 pub mod mapper;
 pub mod modes;
 pub mod pending;

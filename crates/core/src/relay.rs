@@ -73,8 +73,10 @@ impl RelayInner {
 impl Relay {
     /// Opens the store, brings back every stored session (dormant until the next `say`), and
     /// resolves requests left pending by a previous run as declined.
-    pub async fn open(config: RelayConfig) -> Result<Relay, RelayError> {
+    pub async fn open(mut config: RelayConfig) -> Result<Relay, RelayError> {
         let store = Store::open_with(&config.store, crate::cluster::store_options(&config)).await?;
+        config.auth =
+            crate::login::resolve(&mut config, &store).map_err(crate::auth::AuthError::from)?;
         let rules = crate::approvals::load_rules(&store, config.rules_file.as_deref()).await?;
         let broker = Broker::with_rules(config.approval_timeout, store.clone(), rules);
         let feed: Arc<crate::feed::Feed> = Arc::default();
