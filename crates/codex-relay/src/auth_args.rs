@@ -18,6 +18,18 @@ pub struct AuthArgs {
     /// "idToken", "chatgptPlanType"}); it is read again whenever Codex asks for fresh tokens.
     #[arg(long, env = "CODEX_RELAY_CHATGPT_TOKENS", value_name = "FILE")]
     pub chatgpt_tokens: Option<PathBuf>,
+    /// Who refreshes the ChatGPT login of CODEX_HOME/auth.json: `auto` (the relay, when
+    /// auth.json holds one and no other credentials are given), `relay` (the relay; refuse to
+    /// start without one), `codex` (each Codex process on its own: safe only with one Codex on
+    /// that login). The relay refreshes once for all its Codex processes and, on Postgres, for
+    /// the whole cluster, and writes the new tokens back to auth.json.
+    #[arg(
+        long,
+        env = "CODEX_RELAY_LOGIN_REFRESH",
+        value_name = "auto|relay|codex",
+        default_value = "auto"
+    )]
+    pub login_refresh: codex_relay_core::login::LoginRefresh,
 }
 
 impl AuthArgs {
@@ -29,6 +41,6 @@ impl AuthArgs {
         if let Some(file) = &self.chatgpt_tokens {
             b = b.chatgpt_tokens_file(file);
         }
-        b
+        b.login_refresh(self.login_refresh)
     }
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use codex_relay_codex::{AppServer, AppServerConfig};
+use codex_relay_core::login::LoginRefresh;
 use codex_relay_core::{CreateOptions, Relay, RelayConfig};
 
 use crate::credentials::{AuthConfig, AuthSource};
@@ -18,7 +19,7 @@ use crate::session::Session;
 /// same defaults. Start from [`ClientBuilder::from_env`] to honour the binary's environment
 /// variables (`CODEX_CLI_PATH`, `CODEX_HOME`, `CODEX_RELAY_DATA_DIR`, `CODEX_RELAY_DB`,
 /// `APPROVAL_TIMEOUT_MS`, `MAX_SESSIONS`, `EVENT_BUFFER_SIZE`, `CODEX_RELAY_API_KEY_ENV`,
-/// `CODEX_RELAY_CHATGPT_TOKENS`).
+/// `CODEX_RELAY_CHATGPT_TOKENS`, `CODEX_RELAY_LOGIN_REFRESH`).
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     codex: Option<PathBuf>,
@@ -32,6 +33,7 @@ pub struct ClientBuilder {
     overrides: Vec<String>,
     env: Vec<(OsString, Option<OsString>)>,
     auth: Option<AuthSource>,
+    login_refresh: LoginRefresh,
 }
 
 impl Default for ClientBuilder {
@@ -48,6 +50,7 @@ impl Default for ClientBuilder {
             overrides: Vec::new(),
             env: Vec::new(),
             auth: None,
+            login_refresh: LoginRefresh::Auto,
         }
     }
 }
@@ -95,7 +98,67 @@ impl ClientBuilder {
         {
             b = b.api_key_env(name);
         }
+        if let Some(mode) = std::env::var("CODEX_RELAY_LOGIN_REFRESH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            b.login_refresh = mode;
+        }
         b
+    }
+
+    /// Who refreshes the ChatGPT login of CODEX_HOME when no other credentials are given
+    /// (default [`LoginRefresh::Auto`]: the relay, when `auth.json` holds one, so the processes
+    /// of this client never spend its single-use refresh token twice). Also
+    /// `CODEX_RELAY_LOGIN_REFRESH=auto|relay|codex` with [`from_env`](Self::from_env).
+    pub fn login_refresh(mut self, mode: LoginRefresh) -> Self {
+        self.login_refresh = mode;
+        self
+    }
+
+    /// The credentials in effect: the ones given, else the ChatGPT login of CODEX_HOME as
+    /// [`login_refresh`](Self::login_refresh) decides.
+    fn effective_auth(&self) -> Result<Option<AuthSource>, Error> {
+        let mode = self.login_refresh;
+        if let Some(given) = &self.auth {
+            if mode == LoginRefresh::Relay {
+                return Err(Error::setup(
+                    "login refresh `relay` uses the ChatGPT login of CODEX_HOME; it cannot be combined with other credentials (--api-key-env, --chatgpt-tokens)",
+                ));
+            }
+            return Ok(Some(given.clone()));
+        }
+        if mode == LoginRefresh::Codex {
+            return Ok(None);
+        }
+        let home = self
+            .codex_home
+            .clone()
+            .or_else(codex_relay_core::login::default_codex_home);
+        let Some(home) = home else {
+            return match mode {
+                LoginRefresh::Relay => Err(Error::setup(
+                    "login refresh `relay`: no CODEX_HOME (set it, or HOME)",
+                )),
+                _ => Ok(None),
+            };
+        };
+        match codex_relay_core::login::has_chatgpt_login(&home) {
+            Ok(true) => Ok(Some(AuthSource::CodexHomeLogin(home))),
+            Ok(false) if mode == LoginRefresh::Relay => Err(Error::setup(format!(
+                "login refresh `relay`: {} holds no ChatGPT login (run `codex login` with CODEX_HOME={})",
+                home.join("auth.json").display(),
+                home.display()
+            ))),
+            Ok(false) => Ok(None),
+            Err(e) if mode == LoginRefresh::Relay => {
+                Err(Error::setup(format!("login refresh `relay`: {e}")))
+            }
+            Err(e) => {
+                tracing::warn!("not sharing the ChatGPT login of CODEX_HOME: {e}");
+                Ok(None)
+            }
+        }
     }
 
     /// The `codex` executable (default: `codex` on PATH).
@@ -189,9 +252,10 @@ impl ClientBuilder {
     /// Where the credentials come from, in words that never include a secret (`none`, `an
     /// API key from $OPENAI_API_KEY`, ...), for diagnostics.
     pub fn auth_source(&self) -> String {
-        match &self.auth {
-            Some(source) => source.describe(),
-            None => "none (Codex uses what its CODEX_HOME holds)".into(),
+        match self.effective_auth() {
+            Ok(Some(source)) => source.describe(),
+            Ok(None) => "none (Codex uses what its CODEX_HOME holds)".into(),
+            Err(e) => format!("invalid: {e}"),
         }
     }
 
@@ -253,7 +317,7 @@ impl ClientBuilder {
         config.approval_timeout = self.approval_timeout;
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;
-        if let Some(auth) = &self.auth {
+        if let Some(auth) = self.effective_auth()? {
             config.auth = auth.resolve()?;
         }
         Ok(config)

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 pub use codex_relay_core::auth::{AuthConfig, ChatgptTokens, RefreshRequest};
+pub use codex_relay_core::login::LoginRefresh;
 
 use crate::error::Error;
 
@@ -16,6 +17,8 @@ pub(crate) enum AuthSource {
     ApiKeyEnv(String),
     /// ChatGPT tokens in this JSON file.
     TokensFile(PathBuf),
+    /// The ChatGPT login of this CODEX_HOME's `auth.json`, refreshed by the relay.
+    CodexHomeLogin(PathBuf),
 }
 
 impl AuthSource {
@@ -24,6 +27,7 @@ impl AuthSource {
             AuthSource::Given(auth) => Ok(auth.clone()),
             AuthSource::ApiKeyEnv(name) => api_key_from_env(name),
             AuthSource::TokensFile(path) => chatgpt_tokens_from_file(path),
+            AuthSource::CodexHomeLogin(_) => Ok(AuthConfig::codex_home_login(Default::default())),
         }
     }
 
@@ -35,6 +39,10 @@ impl AuthSource {
             AuthSource::TokensFile(path) => format!(
                 "ChatGPT tokens from {} (read again when Codex asks for fresh ones)",
                 path.display()
+            ),
+            AuthSource::CodexHomeLogin(home) => format!(
+                "the ChatGPT login of {}, refreshed by the relay for every Codex",
+                home.join("auth.json").display()
             ),
         }
     }
@@ -174,6 +182,36 @@ mod tests {
             .to_string();
         assert!(err.contains("none.json"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_chatgpt_login_of_codex_home_is_shared_when_found_and_required_when_asked() {
+        let home = tempfile::tempdir().unwrap();
+        let builder = || crate::ClientBuilder::new().codex_home(home.path());
+        let mode = |m: LoginRefresh| builder().login_refresh(m).auth_source();
+        assert!(mode(LoginRefresh::Auto).starts_with("none"), "no auth.json");
+        let err = mode(LoginRefresh::Relay);
+        assert!(err.contains("holds no ChatGPT login"), "{err}");
+
+        let id = "e30.eyJlbWFpbCI6ImFAYi5jIn0.sig";
+        std::fs::write(
+            home.path().join("auth.json"),
+            format!(
+                r#"{{"tokens": {{"id_token": "{id}", "access_token": "at-secret", "refresh_token": "rt-secret"}}}}"#
+            ),
+        )
+        .unwrap();
+        for m in [LoginRefresh::Auto, LoginRefresh::Relay] {
+            let shown = mode(m);
+            assert!(shown.contains("refreshed by the relay"), "{shown}");
+            assert!(!shown.contains("secret"), "{shown}");
+        }
+        assert!(mode(LoginRefresh::Codex).starts_with("none"));
+        // Other credentials win over auto, and cannot be combined with `relay`.
+        let keyed = builder().api_key_env("CODEX_RELAY_TEST_KEY_NAME");
+        assert!(keyed.auth_source().contains("$CODEX_RELAY_TEST_KEY_NAME"));
+        let both = keyed.login_refresh(LoginRefresh::Relay).auth_source();
+        assert!(both.contains("cannot be combined"), "{both}");
     }
 
     #[test]

@@ -156,10 +156,13 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 
     // The credentials the relay would send: checked here, and Codex is logged in with them
     // below so that `auth:` shows what a relay's Codex would hold. Secrets are never printed.
-    let source = args
-        .auth
-        .apply(codex_relay::ClientBuilder::new())
-        .auth_source();
+    let mut builder = codex_relay::ClientBuilder::new();
+    if let Some(home) = &args.codex_home {
+        builder = builder.codex_home(home);
+    }
+    // With the ChatGPT login of CODEX_HOME this names it and says the relay refreshes it;
+    // Codex here reads the same auth.json itself.
+    let source = args.auth.apply(builder).auth_source();
     let auth = match (&args.auth.api_key_env, &args.auth.chatgpt_tokens) {
         (Some(name), _) => Some(codex_relay::credentials::api_key_from_env(name)),
         (None, Some(file)) => Some(codex_relay::credentials::chatgpt_tokens_from_file(file)),

@@ -43,6 +43,10 @@ pub struct EngineArgs {
     /// crash touches at most this many; 0 shares one process among all sessions.
     #[arg(long, env = "SESSIONS_PER_CODEX", default_value_t = codex_relay_core::relay::DEFAULT_SESSIONS_PER_CODEX)]
     pub sessions_per_codex: usize,
+    /// Approval rules (TOML, `[[rule]]` tables; docs/RULES.md), read at every start: they
+    /// replace the rules an earlier file gave; rules made in the UI or over the API stay.
+    #[arg(long, env = "CODEX_RELAY_RULES", value_name = "FILE")]
+    pub rules: Option<PathBuf>,
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,
     #[command(flatten)]
@@ -80,6 +84,13 @@ impl EngineArgs {
         config.crash_policy.window = Duration::from_millis(self.codex_crash_window_ms);
         config.sessions_per_codex = self.sessions_per_codex;
         config.policy = self.policy.policy()?;
+        if let Some(file) = &self.rules {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading the rules file {}", file.display()))?;
+            let rules = codex_relay_core::rules::parse_toml(&file.display().to_string(), &text)?;
+            tracing::info!(file = %file.display(), rules = rules.len(), "rules file read");
+            config.rules_file = Some(rules);
+        }
         if config.store.starts_with("postgres") {
             config.cluster = self.cluster.config(&self.builder().data_dir_target())?;
         }

@@ -341,7 +341,9 @@ impl From<RelayError> for Error {
             | RelayError::Workspace(_)
             | RelayError::InvalidOption(_)
             | RelayError::TooManySessions { .. }
-            | RelayError::Store(_) => Error::setup(message),
+            | RelayError::Store(_)
+            | RelayError::Rule(_) => Error::setup(message),
+            RelayError::AnswerLink(_) => Error::new(Phase::Request, ErrorKind::Refused, message),
             RelayError::Closed(_) => Error::new(Phase::Request, ErrorKind::Setup, message),
             RelayError::UnknownRequest { .. }
             | RelayError::AlreadyResolved { .. }

@@ -194,9 +194,11 @@ impl HttpArgs {
         credentials: Arc<Credentials>,
         fronts: axum::Router,
         allowed_hosts: Vec<String>,
+        vapid_public_key: Option<String>,
     ) -> axum::Router {
         let opts = HttpOptions {
             credentials: credentials.clone(),
+            vapid_public_key,
         };
         let app = codex_relay_http::router(relay.clone(), opts).merge(fronts);
         codex_relay_http::secure(

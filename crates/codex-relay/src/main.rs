@@ -48,7 +48,7 @@ enum Command {
     Mcp(serve::McpArgs),
     /// Serve the web UI, the HTTP API (/api, Server-Sent Events) and MCP at /mcp (loopback by
     /// default).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Serve the legacy `codex mcp-server` contract over stdio (`codex` and `codex-reply`).
     McpServer(legacy::LegacyArgs),
     /// Run one prompt as one turn and print the final message (or the parsed JSON); the
@@ -100,7 +100,7 @@ async fn run(cli: Cli) -> std::process::ExitCode {
     let result = match cli.command {
         Command::Doctor(args) => doctor::run(args).await,
         Command::Mcp(args) => serve::mcp(args).await,
-        Command::Serve(args) => serve::serve(args).await,
+        Command::Serve(args) => serve::serve(*args).await,
         Command::McpServer(args) => legacy::mcp_server(args).await,
         Command::Run(args) => cli_run::run(*args).await,
     };

@@ -42,6 +42,25 @@ pub struct ServeArgs {
     /// With /mcp-server (the legacy contract): also offer the six codex_* tools there.
     #[arg(long)]
     with_session_tools: bool,
+    /// Notifications (TOML; docs/NOTIFY.md): webhooks (Standard Webhooks, ntfy, Slack), the
+    /// public URL of links, answer links, Web Push. Without it, Web Push alone is on.
+    #[arg(long, env = "CODEX_RELAY_NOTIFY", value_name = "FILE")]
+    notify: Option<std::path::PathBuf>,
+}
+
+/// The notify file's settings, or the defaults (Web Push only).
+fn notify_config(
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<codex_relay_notify::NotifyConfig> {
+    let Some(file) = file else {
+        return Ok(Default::default());
+    };
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("reading the notify file {}", file.display()))?;
+    Ok(codex_relay_notify::NotifyConfig::parse(
+        &file.display().to_string(),
+        &text,
+    )?)
 }
 
 pub async fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -56,6 +75,7 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
     args.http.check(args.listen)?;
+    let notify = notify_config(args.notify.as_deref())?;
     args.engine.policy.apply_serve_defaults(args.listen);
     let (relay, demo) = if args.demo {
         let (relay, demo) = crate::demo::open(&args.engine).await?;
@@ -106,7 +126,29 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
             legacy,
         ),
     );
-    let app = args.http.app(&relay, credentials.clone(), fronts, hosts);
+    // Web Push's key is made once and kept beside the token's hash.
+    let vapid = if notify.push {
+        let subject = notify
+            .vapid_subject
+            .clone()
+            .unwrap_or_else(|| "mailto:codex-relay@localhost".into());
+        Some(codex_relay_notify::Vapid::load_or_create(
+            &data_dir.join("vapid-key"),
+            subject,
+        )?)
+    } else {
+        None
+    };
+    let vapid_key = vapid.as_ref().map(|v| v.public_key());
+    let notifier = codex_relay_notify::Notifier::start(
+        relay.clone(),
+        notify,
+        &format!("http://{addr}"),
+        vapid,
+    )?;
+    let app = args
+        .http
+        .app(&relay, credentials.clone(), fronts, hosts, vapid_key);
     say(&banner(addr, &token, &credentials));
     let graceful = stop.clone();
     let server = codex_relay_http::server::serve(
@@ -128,6 +170,7 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
             Ok(())
         }
     };
+    drop(notifier);
     relay.shutdown().await;
     drop(demo);
     result.map(|()| ExitCode::SUCCESS)

@@ -109,6 +109,11 @@ pub enum Answer {
     Deny { reason: Option<String> },
     /// Refuse it and stop the turn.
     Cancel,
+    /// A command approval on Codex 0.169: approve it and have Codex remember the prefix it
+    /// proposed (`proposedExecpolicyAmendment`) in its own execution policy, so matching
+    /// commands then run without asking — and outside the sandbox — in every session of
+    /// that `CODEX_HOME`. A person's choice only; rules never send it.
+    ApproveWithCodexRule,
     /// A question's answers, one per question, in order: an option label or free text.
     Answers(Vec<String>),
     /// An MCP elicitation accepted with this form content.
@@ -166,6 +171,8 @@ impl Answer {
 pub enum Decision {
     Approve,
     ApproveForSession,
+    /// Approved, and Codex remembers the command's prefix in its execution policy.
+    ApproveWithCodexRule,
     Deny,
     Cancel,
     /// A question answered, a form filled, a tool's output given, JSON for an unknown request.
@@ -181,6 +188,7 @@ impl Decision {
         match s {
             "approve" => Self::Approve,
             "approve for session" => Self::ApproveForSession,
+            "approve with codex rule" => Self::ApproveWithCodexRule,
             "deny" => Self::Deny,
             "cancel" => Self::Cancel,
             "answer" => Self::Answer,
@@ -193,6 +201,7 @@ impl Decision {
         match self {
             Self::Approve => "approve",
             Self::ApproveForSession => "approve for session",
+            Self::ApproveWithCodexRule => "approve with codex rule",
             Self::Deny => "deny",
             Self::Cancel => "cancel",
             Self::Answer => "answer",
@@ -226,6 +235,19 @@ const APPROVAL_HELP: &str = "this request takes an approval: approve (once or fo
 /// sent).
 pub fn reply(request: &ServerRequest, answer: Answer) -> Result<Reply, String> {
     match request {
+        ServerRequest::CommandApproval(p) if answer == Answer::ApproveWithCodexRule => {
+            let Some(prefix) = p
+                .proposed_execpolicy_amendment
+                .as_ref()
+                .filter(|a| !a.is_empty())
+            else {
+                return Err("Codex proposed no rule of its own for this command (it does so on 0.169 for some commands); approve it once or for the session".into());
+            };
+            Ok(ok(
+                json!({"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": prefix}}}),
+                Decision::ApproveWithCodexRule,
+            ))
+        }
         ServerRequest::CommandApproval(_) | ServerRequest::FileChangeApproval(_) => {
             let (decision, word, reason) = match answer {
                 Answer::Approve { scope: Scope::Once } => {
@@ -510,6 +532,7 @@ mod tests {
         for word in [
             "approve",
             "approve for session",
+            "approve with codex rule",
             "deny",
             "cancel",
             "answer",

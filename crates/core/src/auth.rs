@@ -35,6 +35,32 @@ pub enum Credentials {
     ApiKey(String),
     /// ChatGPT tokens your application obtains and refreshes; Codex keeps them in memory only.
     ChatgptTokens(ChatgptTokens),
+    /// The ChatGPT login in the relay's `CODEX_HOME/auth.json` (`codex login`), shared by every
+    /// Codex the relay starts and refreshed by the relay alone, one refresh at a time across
+    /// its processes and the cluster ([`crate::login`]). Opened by [`crate::Relay::open`].
+    CodexHomeLogin(CodexHomeLogin),
+}
+
+/// The relay-managed login of [`Credentials::CodexHomeLogin`]: its options, and the login
+/// itself once the relay opened it.
+#[derive(Clone, Debug, Default)]
+pub struct CodexHomeLogin {
+    pub options: crate::login::LoginOptions,
+    live: Option<Arc<crate::login::CodexLogin>>,
+}
+
+impl CodexHomeLogin {
+    /// The open login (set by [`crate::Relay::open`]).
+    pub fn login(&self) -> Option<&Arc<crate::login::CodexLogin>> {
+        self.live.as_ref()
+    }
+
+    pub(crate) fn opened(&self, login: Arc<crate::login::CodexLogin>) -> Self {
+        Self {
+            options: self.options.clone(),
+            live: Some(login),
+        }
+    }
 }
 
 /// Externally managed ChatGPT tokens. Which fields Codex needs depends on its version: 0.98
@@ -100,6 +126,7 @@ impl std::fmt::Debug for Credentials {
         match self {
             Credentials::ApiKey(_) => f.write_str("ApiKey(<redacted>)"),
             Credentials::ChatgptTokens(t) => f.debug_tuple("ChatgptTokens").field(t).finish(),
+            Credentials::CodexHomeLogin(l) => f.debug_tuple("CodexHomeLogin").field(l).finish(),
         }
     }
 }
@@ -185,23 +212,47 @@ impl AuthConfig {
         }
     }
 
+    /// Log every Codex in with the ChatGPT login of the relay's `CODEX_HOME/auth.json`,
+    /// refreshed by the relay alone ([`Credentials::CodexHomeLogin`]); no refresher needed.
+    pub fn codex_home_login(options: crate::login::LoginOptions) -> Self {
+        Self {
+            credentials: Some(Credentials::CodexHomeLogin(CodexHomeLogin {
+                options,
+                live: None,
+            })),
+            ..Default::default()
+        }
+    }
+
+    /// The relay-managed login, once open.
+    pub fn codex_login(&self) -> Option<&Arc<crate::login::CodexLogin>> {
+        match &self.credentials {
+            Some(Credentials::CodexHomeLogin(l)) => l.login(),
+            _ => None,
+        }
+    }
+
     /// Sets the callback that answers Codex's token refresh requests.
     pub fn refresher(mut self, refresher: impl TokenRefresher + 'static) -> Self {
         self.refresher = Some(Arc::new(refresher));
         self
     }
 
-    /// The `account/login/start` params for the credentials, if any.
+    /// The `account/login/start` params for the credentials, if any (for the relay-managed
+    /// login: its current tokens, once open).
     pub fn login_params(&self) -> Option<Value> {
         Some(match self.credentials.as_ref()? {
             Credentials::ApiKey(key) => json!({"type": "apiKey", "apiKey": key}),
-            Credentials::ChatgptTokens(tokens) => {
-                let mut map = tokens.to_wire();
-                map.insert("type".into(), json!("chatgptAuthTokens"));
-                Value::Object(map)
-            }
+            Credentials::ChatgptTokens(tokens) => chatgpt_params(tokens),
+            Credentials::CodexHomeLogin(l) => chatgpt_params(&l.login()?.tokens().0),
         })
     }
+}
+
+fn chatgpt_params(tokens: &ChatgptTokens) -> Value {
+    let mut map = tokens.to_wire();
+    map.insert("type".into(), json!("chatgptAuthTokens"));
+    Value::Object(map)
 }
 
 /// Authentication went wrong.
@@ -215,6 +266,10 @@ pub enum AuthError {
     },
     #[error("Codex answered account/login/start with {answer}, not a {kind} login")]
     UnexpectedLogin { kind: &'static str, answer: Value },
+    #[error("the relay's ChatGPT login: {0}")]
+    CodexHome(#[from] crate::login::LoginError),
+    #[error("the relay's ChatGPT login is not open (Relay::open opens it)")]
+    NotOpen,
 }
 
 const LOGIN: &str = "account/login/start";
@@ -222,8 +277,17 @@ const ACCOUNT_READ: &str = "account/read";
 
 /// Logs a freshly started app-server in with the configured credentials (a no-op without).
 pub async fn login(server: &AppServer, auth: &AuthConfig) -> Result<(), AuthError> {
-    let Some(params) = auth.login_params() else {
-        return Ok(());
+    let params = match &auth.credentials {
+        None => return Ok(()),
+        Some(Credentials::CodexHomeLogin(l)) => {
+            let login = l.login().ok_or(AuthError::NotOpen)?;
+            let (tokens, generation) = login.tokens();
+            // Before Codex can ask: what this process holds decides whether a 401 of it needs
+            // a refresh.
+            login.holds(server.pid(), generation);
+            chatgpt_params(&tokens)
+        }
+        Some(_) => auth.login_params().unwrap_or_default(),
     };
     let kind = match auth.credentials {
         Some(Credentials::ApiKey(_)) => "apiKey",
@@ -314,10 +378,10 @@ pub async fn account_state(server: &AppServer) -> Result<AccountState, PeerError
 /// as it would be without a subscriber. Call before [`login`]: Codex may ask at any time.
 pub fn serve_unrouted(server: &AppServer, auth: &AuthConfig) {
     let sub = server.peer().subscribe_default();
-    tokio::spawn(unrouted_loop(sub, auth.clone()));
+    tokio::spawn(unrouted_loop(sub, auth.clone(), server.pid()));
 }
 
-async fn unrouted_loop(mut sub: Subscription, auth: AuthConfig) {
+async fn unrouted_loop(mut sub: Subscription, auth: AuthConfig, pid: u32) {
     while let Some(event) = sub.recv().await {
         match event {
             PeerEvent::Request(req) => match req.request() {
@@ -326,7 +390,12 @@ async fn unrouted_loop(mut sub: Subscription, auth: AuthConfig) {
                     let auth = auth.clone();
                     // The refresher may take a while; the loop goes on reading.
                     tokio::spawn(async move {
-                        let answer = refresh_answer(&auth, params).await;
+                        let answer = match auth.codex_login() {
+                            Some(login) => {
+                                crate::login::answer(login, pid, auth.refresh_timeout).await
+                            }
+                            None => refresh_answer(&auth, params).await,
+                        };
                         req.responder.respond(answer);
                     });
                 }
@@ -346,6 +415,9 @@ async fn unrouted_loop(mut sub: Subscription, auth: AuthConfig) {
             }
             PeerEvent::Closed(_) => break,
         }
+    }
+    if let Some(login) = auth.codex_login() {
+        login.forget(pid);
     }
 }
 

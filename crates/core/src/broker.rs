@@ -17,6 +17,7 @@ use crate::error::RelayError;
 use crate::event::{Ev, Origin};
 use crate::ids::{now_ms, random_id};
 pub use crate::pending::{PendingDetails, PendingView};
+use crate::rules::{Action, RuleContext, RuleInput, Rules, Ruling};
 use crate::store::{PendingRecord, Store};
 use crate::views::ResolvedBy;
 
@@ -64,6 +65,11 @@ pub(crate) trait PendingSink: Send + Sync {
     fn add_pending(&self, view: PendingView);
     /// A request was resolved (logs `ev`, its `request-resolved`).
     fn remove_pending(&self, id: &str, ev: Ev);
+    /// What approval rules look at in the session (its directory, labels, policy, sandbox).
+    fn rule_context(&self) -> RuleContext;
+    /// A rule answered `view` as it opened (logs `ev`, its `request-resolved` carrying the
+    /// request; nothing was pending).
+    fn ruled(&self, view: &PendingView, ev: Ev);
 }
 
 const REMEMBERED_RESOLUTIONS: usize = 4096;
@@ -86,18 +92,30 @@ struct Inner {
     timeout: Duration,
     store: Store,
     deadlines: Deadlines,
+    rules: Rules,
 }
 
 impl Broker {
     pub fn new(timeout: Duration, store: Store) -> Self {
+        Self::with_rules(timeout, store, Rules::default())
+    }
+
+    /// A broker that consults `rules` as each request opens.
+    pub fn with_rules(timeout: Duration, store: Store, rules: Rules) -> Self {
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::default(),
                 timeout,
                 store,
                 deadlines: Deadlines::default(),
+                rules,
             }),
         }
+    }
+
+    /// The rules it consults.
+    pub fn rules(&self) -> &Rules {
+        &self.inner.rules
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -136,6 +154,14 @@ impl Broker {
             view.agent = Some(origin.agent);
             view.invoke = origin.invoke;
         }
+        // The rules first: an allow or a deny answers it before any front is told.
+        if let Some(input) = RuleInput::of(&view, incoming.request(), &session.rule_context())
+            && let Some(ruling) = self.inner.rules.decide(&input)
+            && ruling.action != Action::Ask
+        {
+            self.ruled(session, server, incoming, view.clone(), ruling);
+            return view;
+        }
         self.inner.store.upsert_pending(record(&view, None));
         {
             let mut st = self.lock();
@@ -158,6 +184,77 @@ impl Broker {
             ));
         }
         view
+    }
+
+    /// Answers a request a rule decided as it opened: what a person's Approve (once) or Deny
+    /// would send, the deny's reason passed to the model first, recorded as `rule:<name>`.
+    fn ruled(
+        &self,
+        session: &Arc<dyn PendingSink>,
+        server: Weak<AppServer>,
+        incoming: IncomingRequest,
+        view: PendingView,
+        ruling: Ruling,
+    ) {
+        let answer = match ruling.action {
+            Action::Allow => Answer::approve(),
+            _ => Answer::Deny {
+                reason: Some(ruling.reason.clone().unwrap_or_else(|| {
+                    format!("the relay's rule {:?} does not allow it", ruling.rule)
+                })),
+            },
+        };
+        let reply = match answer::reply(incoming.request(), answer) {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Rules only ever answer approvals, which take both answers.
+                tracing::error!(rule = %ruling.rule, "a rule's answer did not fit: {e}");
+                incoming
+                    .responder
+                    .fail_closed("a rule's answer did not fit");
+                return;
+            }
+        };
+        let resolution = Resolution {
+            id: view.id.clone(),
+            decision: reply.decision.clone(),
+            by: ResolvedBy::rule(&ruling.rule),
+            reason: reply.reason.clone(),
+        };
+        tracing::info!(session = %session.session_id(), request = %view.id, rule = %ruling.rule,
+            decision = resolution.decision.as_str(), "answered by a rule");
+        self.inner
+            .store
+            .upsert_pending(record(&view, Some(&resolution)));
+        session.ruled(&view, crate::event::request_ruled(&resolution, &view));
+        {
+            let mut st = self.lock();
+            st.resolved.push_back(resolution);
+            while st.resolved.len() > REMEMBERED_RESOLUTIONS {
+                st.resolved.pop_front();
+            }
+        }
+        let responder = incoming.responder;
+        match (&reply.reason, server.upgrade(), &view.turn) {
+            (Some(reason), Some(server), Some(turn)) => {
+                let text = format!(
+                    "The relay's rule {:?} denied this request ({}). Reason: {reason}",
+                    ruling.rule, view.question
+                );
+                let thread = view.thread_id().to_owned();
+                let turn = turn.clone();
+                // Never on the session's loop: the steer is a call to Codex.
+                tokio::spawn(async move {
+                    if let Err(e) = server.steer(&thread, &turn, &[UserInput::text(text)]).await {
+                        tracing::warn!("could not pass a rule's reason to the model: {e}");
+                    }
+                    responder.respond(reply.result);
+                });
+            }
+            _ => {
+                responder.respond(reply.result);
+            }
+        }
     }
 
     /// Answers a pending request. The first answer wins; later ones get `AlreadyResolved`.
@@ -317,6 +414,16 @@ impl Broker {
             .collect();
         open.sort_by_key(|e| e.order);
         open.into_iter().map(|e| e.view.clone()).collect()
+    }
+
+    /// How a request was resolved, if this broker remembers it.
+    pub fn resolution(&self, id: &str) -> Option<Resolution> {
+        self.lock()
+            .resolved
+            .iter()
+            .rev()
+            .find(|r| r.id == id)
+            .cloned()
     }
 
     /// Remembers a resolution made outside the broker (pending requests found in the store

@@ -18,6 +18,7 @@ use crate::answer::{Answer, Decision, Scope};
 struct Sink {
     opened: Mutex<Vec<String>>,
     resolved: Mutex<Vec<(String, Ev)>>,
+    ruled: Mutex<Vec<Ev>>,
 }
 
 impl PendingSink for Sink {
@@ -29,6 +30,17 @@ impl PendingSink for Sink {
     }
     fn remove_pending(&self, id: &str, ev: Ev) {
         self.resolved.lock().unwrap().push((id.into(), ev));
+    }
+    fn rule_context(&self) -> RuleContext {
+        RuleContext {
+            cwd: Some("/w".into()),
+            labels: vec![],
+            approval_policy: Some(codex_relay_protocol::v2::ApprovalPolicy::Untrusted),
+            sandbox: None,
+        }
+    }
+    fn ruled(&self, _view: &PendingView, ev: Ev) {
+        self.ruled.lock().unwrap().push(ev);
     }
 }
 
@@ -174,6 +186,94 @@ async fn the_first_answer_wins_and_is_the_one_codex_gets() {
     let resolved = sink.resolved.lock().unwrap();
     assert_eq!(resolved.len(), 1, "resolved once");
     assert!(matches!(&resolved[0].1, Ev::RequestResolved { .. }));
+}
+
+#[tokio::test]
+async fn a_rule_answers_as_the_request_opens_and_nobody_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("relay.db").display().to_string())
+        .await
+        .unwrap();
+    let rules = crate::rules::Rules::default();
+    let spec = crate::rules::parse_toml(
+        "t.toml",
+        "[[rule]]\nname = \"st\"\naction = \"allow\"\nargv = [\"git\", \"status\"]\n\
+         [[rule]]\nname = \"no-rm\"\naction = \"deny\"\nargv = [\"rm\"]\nreason = \"keep it\"\n",
+    )
+    .unwrap();
+    rules.replace(
+        spec.into_iter()
+            .map(|s| {
+                crate::rules::Compiled::new(crate::rules::Rule {
+                    spec: s,
+                    source: crate::rules::Source::File,
+                    created_at: 0,
+                    updated_at: 0,
+                })
+                .unwrap()
+            })
+            .collect(),
+    );
+    let broker = Broker::with_rules(Duration::from_secs(60), store, rules);
+    let sink = Arc::new(Sink::default());
+    let dyn_sink: Arc<dyn PendingSink> = sink.clone();
+    let mut wire = Wire::new();
+    let req = wire.ask("/bin/bash -lc 'git status'", "u1").await;
+    let allowed = broker.open(&dyn_sink, Weak::new(), req, None, None);
+    assert_eq!(wire.answer().await, (1, json!({"decision": "accept"})));
+    let req = wire.ask("rm -rf build", "u1").await;
+    let denied = broker.open(&dyn_sink, Weak::new(), req, None, None);
+    assert_eq!(wire.answer().await, (2, json!({"decision": "decline"})));
+    let req = wire.ask("ls", "u1").await;
+    let asked = broker.open(&dyn_sink, Weak::new(), req, None, None);
+
+    // Only the third reached the session as pending; the others were logged as ruled.
+    assert_eq!(*sink.opened.lock().unwrap(), vec![asked.id.clone()]);
+    let ruled = sink.ruled.lock().unwrap().clone();
+    let words: Vec<(String, String, Option<String>, bool)> = ruled
+        .iter()
+        .map(|ev| match ev {
+            Ev::RequestResolved {
+                id,
+                decision,
+                by,
+                reason,
+                request,
+            } => (
+                format!("{id}:{}", decision.as_str()),
+                by.as_str().to_owned(),
+                reason.clone(),
+                request.as_ref().is_some_and(|r| r.id == *id),
+            ),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        words,
+        vec![
+            (
+                format!("{}:approve", allowed.id),
+                "rule:st".into(),
+                None,
+                true
+            ),
+            (
+                format!("{}:deny", denied.id),
+                "rule:no-rm".into(),
+                Some("keep it".into()),
+                true
+            ),
+        ]
+    );
+    // A ruled request is resolved: a late answer is told which rule decided.
+    match broker
+        .answer("s1", &allowed.id, Answer::deny("no"), mcp())
+        .await
+    {
+        Err(RelayError::AlreadyResolved { by, .. }) => assert_eq!(by, "rule:st"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(broker.pending(None).len(), 1);
 }
 
 #[tokio::test]

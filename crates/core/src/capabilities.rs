@@ -68,6 +68,10 @@ impl ServerSource {
             tracing::info!(?wait, "waiting before restarting codex app-server");
             tokio::time::sleep(wait).await;
         }
+        // A shared login due for a refresh is refreshed once, here, before a Codex would.
+        if let Some(login) = self.auth.codex_login() {
+            login.ensure_fresh().await;
+        }
         let server = match AppServer::start(self.config.clone()).await {
             Ok(s) => Arc::new(s),
             Err(e) => {

@@ -44,6 +44,9 @@ pub struct RelayConfig {
     /// What clients may start (directories, sandbox, approval policy, config overrides); the
     /// default allows everything.
     pub policy: crate::policy::StartPolicy,
+    /// The rules of the `--rules` file: at open they replace the rules a file gave before
+    /// (rules made over the API stay). `None` leaves the stored rules as they are.
+    pub rules_file: Option<Vec<crate::rules::RuleSpec>>,
     /// With a Postgres store: this relay as one instance of a cluster (docs/CLUSTER.md).
     pub cluster: crate::cluster::ClusterConfig,
 }
@@ -67,6 +70,7 @@ impl RelayConfig {
             codex_idle_linger: Duration::from_secs(10),
             auth: Default::default(),
             policy: Default::default(),
+            rules_file: None,
             cluster: Default::default(),
         }
     }
@@ -99,6 +103,9 @@ pub struct CreateOptions {
     pub output_schema: Option<Value>,
     /// Run the first turn in plan mode (the model may ask questions).
     pub plan_mode: bool,
+    /// Labels approval rules can match on (`labels = ["ci"]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
     /// The workspace this session works in ([`crate::workspace::fingerprint`]); stored, so
     /// [`Relay::session_for_workspace`] finds the session again for reuse.
     pub workspace_fingerprint: Option<String>,

@@ -37,6 +37,12 @@ pub enum RelayError {
     Workspace(#[from] crate::workspace::WorkspaceError),
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
+    /// An approval rule that cannot be taken, or is not there.
+    #[error("{0}")]
+    Rule(crate::rules::RuleError),
+    /// An answer link that does not answer (see [`crate::links::LinkError`]).
+    #[error("{0}")]
+    AnswerLink(crate::links::LinkError),
     #[error(
         "Codex crashed or failed to start {crashes} times within {window:?}, so codex-relay stopped restarting it (last: {last}); it tries again in {retry_in:?}, or restart the relay after fixing the cause"
     )]
@@ -108,6 +114,22 @@ impl RelayError {
             RelayError::CodexCrashLoop { .. } => "codex_crash_loop",
             RelayError::Owner { .. } => "owner_unreachable",
             RelayError::Remote { code, .. } => code,
+            RelayError::Rule(r) => match r {
+                crate::rules::RuleError::Invalid { .. } => "invalid_rule",
+                crate::rules::RuleError::Unknown(_) => "unknown_rule",
+                crate::rules::RuleError::FromFile(_) => "rule_from_file",
+                crate::rules::RuleError::Store(_) => "store_unavailable",
+            },
+            RelayError::AnswerLink(l) => match l {
+                crate::links::LinkError::Invalid | crate::links::LinkError::OtherRequest => {
+                    "invalid_link"
+                }
+                crate::links::LinkError::Expired => "link_expired",
+                crate::links::LinkError::Used => "link_used",
+                crate::links::LinkError::AlreadyAnswered { .. } => "already_resolved",
+                crate::links::LinkError::Gone => "request_gone",
+                crate::links::LinkError::Store(_) => "store_unavailable",
+            },
         }
     }
 

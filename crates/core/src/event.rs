@@ -146,13 +146,18 @@ pub enum Ev {
     RequestOpened {
         request: Box<crate::pending::PendingView>,
     },
-    /// A pending request was answered: by a front, by its timeout, or because Codex went away.
+    /// A pending request was answered: by a front, by a rule, by its timeout, or because
+    /// Codex went away.
     RequestResolved {
         id: String,
         decision: crate::answer::Decision,
         by: crate::views::ResolvedBy,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The request itself, when a rule answered it as it opened (no `request-opened`
+        /// went before: nobody was asked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<Box<crate::pending::PendingView>>,
     },
     /// Token usage after a model call: thread totals and the last call.
     Usage {
@@ -216,6 +221,19 @@ pub fn request_resolved(r: &crate::broker::Resolution) -> Ev {
         decision: r.decision.clone(),
         by: r.by.clone(),
         reason: r.reason.clone(),
+        request: None,
+    }
+}
+
+/// The `request-resolved` event of a request a rule answered as it opened: it carries the
+/// request, so the log says which rule let (or kept) which command through.
+pub fn request_ruled(r: &crate::broker::Resolution, view: &crate::pending::PendingView) -> Ev {
+    Ev::RequestResolved {
+        id: r.id.clone(),
+        decision: r.decision.clone(),
+        by: r.by.clone(),
+        reason: r.reason.clone(),
+        request: Some(Box::new(view.clone())),
     }
 }
 

@@ -15,9 +15,14 @@
 //! - [`control`]: stopping one session's turn without touching the sessions beside it.
 //! - [`workspace`]: fingerprints for thread reuse; isolated copies of host mounts.
 //! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
+//! - [`rules`]: approval rules that answer a request before a human is asked;
+//!   [`links`]: signed single-use links that answer one request (docs/RULES.md, NOTIFY.md).
+//! - [`login`]: the ChatGPT login of CODEX_HOME shared by every Codex, refreshed by the relay
+//!   alone (one refresh at a time across processes, relays and the cluster).
 
 pub mod answer;
 pub mod api;
+mod approvals;
 pub mod auth;
 pub mod broker;
 mod by_id;
@@ -33,6 +38,8 @@ pub mod event;
 pub mod feed;
 pub mod follow;
 mod ids;
+pub mod links;
+pub mod login;
 pub mod mapper;
 pub mod modes;
 pub mod pending;
@@ -41,6 +48,7 @@ pub mod pool;
 mod profile;
 mod recovery;
 pub mod relay;
+pub mod rules;
 pub mod session;
 mod slots;
 pub mod store;

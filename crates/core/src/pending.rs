@@ -45,6 +45,9 @@ pub enum PendingDetails {
         cwd: Option<String>,
         reason: Option<String>,
         item_id: Option<String>,
+        /// The argv prefix Codex 0.169 offers to remember in its own execution policy (see
+        /// [`crate::Answer::ApproveWithCodexRule`]); absent when it offers none.
+        codex_rule: Option<Vec<String>>,
     },
     FileChangeApproval {
         reason: Option<String>,
@@ -88,7 +91,15 @@ impl PendingDetails {
                 cwd,
                 reason,
                 item_id,
-            } => json!({"command": command, "cwd": cwd, "reason": reason, "itemId": item_id}),
+                codex_rule,
+            } => {
+                let mut v =
+                    json!({"command": command, "cwd": cwd, "reason": reason, "itemId": item_id});
+                if let Some(rule) = codex_rule {
+                    v["codexRule"] = json!(rule);
+                }
+                v
+            }
             Self::FileChangeApproval {
                 reason,
                 grant_root,
@@ -129,6 +140,7 @@ impl PendingDetails {
                 cwd: text("cwd"),
                 reason: text("reason"),
                 item_id: text("itemId"),
+                codex_rule: field(&d, "codexRule"),
             },
             PendingKind::FileChangeApproval => Self::FileChangeApproval {
                 reason: text("reason"),
@@ -232,6 +244,20 @@ impl PendingView {
     }
 }
 
+/// The prefix Codex offers to remember, when this prompt offers that decision (0.169 lists
+/// the decisions it offers; a prompt that lists none offers it whenever it proposes one).
+fn codex_rule(p: &codex_relay_protocol::v2::CommandApprovalParams) -> Option<Vec<String>> {
+    let prefix = p
+        .proposed_execpolicy_amendment
+        .clone()
+        .filter(|a| !a.is_empty())?;
+    let offered = p.available_decisions.as_ref().is_none_or(|ds| {
+        ds.iter()
+            .any(|d| d.get("acceptWithExecpolicyAmendment").is_some())
+    });
+    offered.then_some(prefix)
+}
+
 /// The pending view of a request Codex made: its question, options and details (the broker
 /// gives it its id and deadline; a front or a test may describe a request the same way).
 pub fn describe(
@@ -259,6 +285,7 @@ pub fn describe(
                     cwd: p.cwd.clone(),
                     reason: p.reason.clone(),
                     item_id: Some(p.item_id.clone()),
+                    codex_rule: codex_rule(p),
                 },
                 Some(p.turn_id.clone()),
             )

@@ -32,6 +32,8 @@ pub(crate) struct RelayInner {
     pub slots: Slots,
     sessions: Mutex<HashMap<String, SessionHandle>>,
     pub(crate) feed: Arc<crate::feed::Feed>,
+    /// Answer links' signing key (this process only).
+    pub(crate) links: crate::links::Links,
     /// Fresh isolated copies the relay made itself for sessions continued after their copy was
     /// gone (see `workspace/resume.rs`); each removed when its session closes or the relay ends.
     pub(crate) copies: Mutex<HashMap<String, crate::workspace::Workspace>>,
@@ -71,9 +73,12 @@ impl RelayInner {
 impl Relay {
     /// Opens the store, brings back every stored session (dormant until the next `say`), and
     /// resolves requests left pending by a previous run as declined.
-    pub async fn open(config: RelayConfig) -> Result<Relay, RelayError> {
-        let store = Store::open_with(&config.store, config.store_options.clone()).await?;
-        let broker = Broker::new(config.approval_timeout, store.clone());
+    pub async fn open(mut config: RelayConfig) -> Result<Relay, RelayError> {
+        let store = Store::open_with(&config.store, crate::cluster::store_options(&config)).await?;
+        config.auth =
+            crate::login::resolve(&mut config, &store).map_err(crate::auth::AuthError::from)?;
+        let rules = crate::approvals::load_rules(&store, config.rules_file.as_deref()).await?;
+        let broker = Broker::with_rules(config.approval_timeout, store.clone(), rules);
         let feed: Arc<crate::feed::Feed> = Arc::default();
         // Backpressure: Codex's output is read only while the store keeps up.
         let mut codex = config.codex.clone();
@@ -93,6 +98,7 @@ impl Relay {
             broker,
             sessions: Mutex::new(HashMap::new()),
             feed,
+            links: Default::default(),
             copies: Mutex::new(HashMap::new()),
             cluster: Default::default(),
         });
@@ -576,6 +582,12 @@ impl Relay {
         answer: crate::answer::Answer,
         by: &str,
     ) -> Result<Resolution, RelayError> {
+        if by.starts_with(crate::views::RULE_PREFIX) {
+            return Err(RelayError::InvalidAnswer {
+                id: request_id.to_owned(),
+                message: format!("a front cannot call itself {by:?}: `rule:` names rules"),
+            });
+        }
         if self.known_anywhere(session_id).await?.remote {
             return self
                 .respond_remote(session_id, request_id, answer, by)

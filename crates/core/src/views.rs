@@ -54,8 +54,11 @@ impl SessionMeta {
 /// Who resolved a request (`Resolution::by`, typed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolvedBy {
-    /// A front: `mcp`, `mcp-elicitation`, `http`, or a library caller's name.
+    /// A front: `mcp`, `mcp-elicitation`, `http`, `answer-link`, or a library caller's name.
     Front(String),
+    /// An approval rule, as it opened; holds the word `rule:<name>` (make it with
+    /// [`ResolvedBy::rule`], read the name with [`ResolvedBy::rule_name`]).
+    Rule(String),
     /// Nobody answered before the deadline.
     Timeout,
     /// The Codex process that asked is gone.
@@ -76,13 +79,40 @@ impl ResolvedBy {
             "turn-ended" => Self::TurnEnded,
             "relay-restart" => Self::RelayRestart,
             "relay-shutdown" => Self::RelayShutdown,
+            rule if rule.starts_with(RULE_PREFIX) => Self::Rule(rule.to_owned()),
             front => Self::Front(front.to_owned()),
+        }
+    }
+
+    /// Answered by the rule named `name`.
+    pub fn rule(name: &str) -> Self {
+        Self::Rule(format!("{RULE_PREFIX}{name}"))
+    }
+
+    /// The rule's name, when a rule answered.
+    pub fn rule_name(&self) -> Option<&str> {
+        match self {
+            Self::Rule(word) => word.strip_prefix(RULE_PREFIX),
+            _ => None,
+        }
+    }
+
+    /// What kind of decider it was, as every front shows it: `human` (through a front),
+    /// `rule`, `timeout`, `restart` (the relay restarted or shut down), or `relay` (Codex went
+    /// away, the session closed, the turn ended first).
+    pub fn who(&self) -> &'static str {
+        match self {
+            Self::Front(_) => "human",
+            Self::Rule(_) => "rule",
+            Self::Timeout => "timeout",
+            Self::RelayRestart | Self::RelayShutdown => "restart",
+            Self::CodexExit | Self::SessionClosed | Self::TurnEnded => "relay",
         }
     }
 
     pub fn as_str(&self) -> &str {
         match self {
-            Self::Front(s) => s,
+            Self::Front(s) | Self::Rule(s) => s,
             Self::Timeout => "timeout",
             Self::CodexExit => "codex-exit",
             Self::SessionClosed => "session-closed",
@@ -97,6 +127,9 @@ impl ResolvedBy {
         matches!(self, Self::Front(_))
     }
 }
+
+/// The prefix of a rule's word (`rule:<name>`); no front may call itself so.
+pub const RULE_PREFIX: &str = "rule:";
 
 /// Serialized as the word itself, as stored and documented.
 macro_rules! as_string_serde {
@@ -136,6 +169,18 @@ mod tests {
         ] {
             assert_eq!(ResolvedBy::parse(word).as_str(), word);
         }
+        let rule = ResolvedBy::rule("git-status");
+        assert_eq!(rule.as_str(), "rule:git-status");
+        assert_eq!(ResolvedBy::parse("rule:git-status"), rule);
+        assert_eq!(rule.rule_name(), Some("git-status"));
+        assert_eq!((rule.who(), ResolvedBy::Timeout.who()), ("rule", "timeout"));
+        assert_eq!(
+            serde_json::to_value(&rule).unwrap(),
+            serde_json::json!("rule:git-status")
+        );
+        // Rows stored before rules existed load as they were.
+        assert_eq!(ResolvedBy::parse("http").who(), "human");
+        assert_eq!(ResolvedBy::parse("relay-restart").who(), "restart");
     }
 
     #[test]

@@ -6,6 +6,8 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use codex_relay_core::RelayError;
+use codex_relay_core::links::LinkError;
+use codex_relay_core::rules::RuleError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use utoipa::ToSchema;
@@ -89,11 +91,30 @@ impl From<RelayError> for ApiError {
             RelayError::Auth(_) => (StatusCode::BAD_GATEWAY, "codex_auth_failed"),
             RelayError::Workspace(_) => (StatusCode::UNPROCESSABLE_ENTITY, "workspace_refused"),
             RelayError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            RelayError::Rule(r) => match r {
+                RuleError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_rule"),
+                RuleError::Unknown(_) => (StatusCode::NOT_FOUND, "unknown_rule"),
+                RuleError::FromFile(_) => (StatusCode::CONFLICT, "rule_from_file"),
+                RuleError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            },
+            RelayError::AnswerLink(l) => link_status(l),
             RelayError::Owner { .. } => (StatusCode::SERVICE_UNAVAILABLE, "owner_unreachable"),
             // An error another instance of the cluster returned: the status its code has here.
             RelayError::Remote { code, .. } => remote(code),
         };
         Self::new(status, code, message)
+    }
+}
+
+/// The status and code of an answer link that does not answer.
+pub fn link_status(e: &LinkError) -> (StatusCode, &'static str) {
+    match e {
+        LinkError::Invalid | LinkError::OtherRequest => (StatusCode::FORBIDDEN, "invalid_link"),
+        LinkError::Expired => (StatusCode::GONE, "link_expired"),
+        LinkError::Used => (StatusCode::GONE, "link_used"),
+        LinkError::AlreadyAnswered { .. } => (StatusCode::CONFLICT, "already_resolved"),
+        LinkError::Gone => (StatusCode::GONE, "request_gone"),
+        LinkError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
     }
 }
 

@@ -166,8 +166,18 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
     let client = gate.client(&req);
     let creds = &gate.credentials;
     let path = req.uri().path();
-    // The login pages check credentials themselves (and are throttled there).
-    let open_path = matches!(path, "/login" | "/logout");
+    // The login pages check credentials themselves (and are throttled there); an answer link
+    // is its own credential (signed, single-use, for one request); the app's manifest, worker
+    // and icons are static and fetched by the browser without the login cookie.
+    let open_path = matches!(
+        path,
+        "/login"
+            | "/logout"
+            | "/manifest.webmanifest"
+            | "/sw.js"
+            | "/ui/icon-192.png"
+            | "/ui/icon-512.png"
+    ) || path.starts_with("/answer/");
     let (principal, via) = if let Some(token) = bearer(req.headers()) {
         if let Some(wait) = creds.throttled(client.ip) {
             return throttled(wait);

@@ -221,6 +221,44 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         "Times the store's write queue reached its bound and reading from Codex paused",
         stats.pauses(),
     );
+    // Notifications by state (the outbox); a store that cannot say leaves them out.
+    if let Ok(counts) = st.relay.store().outbox_counts().await {
+        let mut by_state: BTreeMap<String, i64> = ["pending", "delivered", "skipped", "failed"]
+            .iter()
+            .map(|s| (s.to_string(), 0))
+            .collect();
+        by_state.extend(counts);
+        gauge_family(
+            &mut registry,
+            "notifications",
+            "Notifications in the outbox by state (pending ones are being retried)",
+            "state",
+            by_state,
+        );
+    }
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = st.relay.rule_counts();
+        for (name, help, v) in [
+            (
+                "rule_allowed",
+                "Approvals a rule allowed",
+                c.allowed.load(Relaxed),
+            ),
+            (
+                "rule_denied",
+                "Approvals a rule denied",
+                c.denied.load(Relaxed),
+            ),
+            (
+                "rule_asked",
+                "Approvals left to a person",
+                c.asked.load(Relaxed),
+            ),
+        ] {
+            counter(&mut registry, name, help, v);
+        }
+    }
     let mut out = String::new();
     let _ = encode(&mut out, &registry);
     // Floating-point seconds are written by hand (the registry's gauges are integers here).

@@ -8,6 +8,8 @@
 //!   [`gate`]: the token, browser logins and the cross-site check; [`auth`]: the credentials;
 //!   [`streams`]: the cap on open event streams.
 //! - [`server`]: the server loop (header timeout, connection cap, the peer check).
+//! - [`notify`]: the notification outbox and Web Push subscriptions.
+//! - [`rules`]: approval rules (list, put, delete, suggest from a request).
 //! - [`health`]: `/healthz`, `/metrics`; [`openapi`]: the generated document.
 
 pub mod auth;
@@ -15,9 +17,11 @@ pub mod error;
 pub mod frames;
 pub mod gate;
 pub mod health;
+pub mod notify;
 pub mod openapi;
 pub mod permission;
 pub mod relay_stream;
+pub mod rules;
 pub mod security;
 pub mod server;
 pub mod sessions;
@@ -41,6 +45,8 @@ pub struct HttpOptions {
     /// The token and the browser logins granted with it: checked by [`secure`], used by the
     /// UI's login pages.
     pub credentials: Arc<auth::Credentials>,
+    /// The VAPID public key browsers subscribe to push with; `None`: push is off.
+    pub vapid_public_key: Option<String>,
 }
 
 impl Default for HttpOptions {
@@ -48,6 +54,7 @@ impl Default for HttpOptions {
     fn default() -> Self {
         Self {
             credentials: Arc::new(auth::Credentials::new(None, None)),
+            vapid_public_key: None,
         }
     }
 }
@@ -83,6 +90,13 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         .route("/api/stream", get(relay_stream::stream))
         .route("/api/codex/permission/respond", post(permission::respond))
         .route("/api/codex/permission/pending", get(permission::pending))
+        .route("/api/rules", get(rules::list).post(rules::put))
+        .route("/api/rules/suggest", get(rules::suggest))
+        .route("/api/rules/{name}", axum::routing::delete(rules::delete))
+        .route("/api/notifications", get(notify::list))
+        .route("/api/push/key", get(notify::key))
+        .route("/api/push/subscriptions", post(notify::subscribe))
+        .route("/api/push/unsubscribe", post(notify::unsubscribe))
         .route("/api/openapi.json", get(openapi::document))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))

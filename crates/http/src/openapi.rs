@@ -3,7 +3,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use crate::{health, permission, relay_stream, sessions, sse};
+use crate::{health, notify, permission, relay_stream, rules, sessions, sse};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -11,7 +11,9 @@ use crate::{health, permission, relay_stream, sessions, sse};
     paths(
         sessions::create, sessions::list, sessions::get, sessions::message, sessions::interrupt,
         sessions::close, sessions::events, sse::stream, relay_stream::stream,
-        permission::respond, permission::pending, health::healthz, health::metrics, document,
+        permission::respond, permission::pending, rules::list, rules::put, rules::delete,
+        rules::suggest, notify::list, notify::key, notify::subscribe, notify::unsubscribe,
+        health::healthz, health::metrics, document,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = []))

@@ -53,11 +53,15 @@ fn events_for(relay: &codex_relay_core::Relay, ev: &RelayEvent) -> Vec<Event> {
                 decision,
                 by,
                 reason,
-            } => vec![event(
-                "request_resolved",
-                json!({"id": id, "sessionId": &**session_id, "decision": decision, "by": by,
-                    "reason": reason}),
-            )],
+                request,
+            } => {
+                let mut data = json!({"id": id, "sessionId": &**session_id, "decision": decision,
+                    "by": by, "who": by.who(), "reason": reason});
+                if let Some(request) = request {
+                    data["request"] = json!(request);
+                }
+                vec![event("request_resolved", data)]
+            }
             Ev::Usage { .. } => vec![event(
                 "session_usage",
                 json!({"sessionId": &**session_id,

@@ -35,6 +35,7 @@ pub async fn create(
         images: body.images.unwrap_or_default(),
         output_schema: body.output_schema,
         plan_mode: body.plan_mode == Some(true),
+        labels: body.labels.unwrap_or_default(),
     }
     .options()
     .map_err(|e| ApiError::unprocessable("invalid_options", e.to_string()))?;

@@ -42,6 +42,8 @@ pub struct CreateSession {
     pub output_schema: Option<Value>,
     /// Run the first turn in plan mode, where the model may ask questions.
     pub plan_mode: Option<bool>,
+    /// Labels approval rules can match on (a rule's `labels` must all be here).
+    pub labels: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -1,6 +1,7 @@
 //! The web UI: its assets (`crates/http/ui/`, compiled in) served at `/` and `/ui/*` with an
 //! ETag of their content and `304 Not Modified` when it matches, and the login form.
 
+mod answer;
 mod login;
 
 use axum::extract::Path;
@@ -76,22 +77,45 @@ static ASSETS: &[Asset] = &[
     asset!("cards.js", JS),
     asset!("diff.js", JS),
     asset!("text.js", JS),
+    asset!("rules.js", JS),
+    asset!("ruleform.js", JS),
+    asset!("notify.js", JS),
+    asset!("sw.js", JS),
+    asset!("manifest.webmanifest", "application/manifest+json"),
+    asset!("icon-192.png", "image/png"),
+    asset!("icon-512.png", "image/png"),
 ];
 
 /// Only our own scripts, styles and connections; no framing.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                   connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+                   connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; \
+                   form-action 'self'; frame-ancestors 'none'";
 
 pub(crate) fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/", get(index))
         .route("/ui/{file}", get(file))
+        // The worker's scope is where it is served from: the whole UI.
+        .route(
+            "/sw.js",
+            get(|h: HeaderMap| async move { named("sw.js", &h) }),
+        )
+        .route(
+            "/manifest.webmanifest",
+            get(|h: HeaderMap| async move { named("manifest.webmanifest", &h) }),
+        )
+        .route("/answer/{request}", get(answer::show).post(answer::submit))
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", axum::routing::post(login::logout))
 }
 
 async fn index(headers: HeaderMap) -> Response {
     serve(&ASSETS[0], &headers)
+}
+
+fn named(name: &str, headers: &HeaderMap) -> Response {
+    let asset = ASSETS.iter().find(|a| a.name == name).expect("compiled in");
+    serve(asset, headers)
 }
 
 async fn file(Path(name): Path<String>, headers: HeaderMap) -> Response {
@@ -150,7 +174,10 @@ mod tests {
     fn every_asset_the_index_and_scripts_name_is_served() {
         let names: Vec<&str> = ASSETS.iter().map(|a| a.name).collect();
         for asset in ASSETS {
-            let text = std::str::from_utf8(asset.body).expect("UTF-8 asset");
+            let Ok(text) = std::str::from_utf8(asset.body) else {
+                assert!(asset.name.ends_with(".png"), "{} is not UTF-8", asset.name);
+                continue;
+            };
             // `/ui/x.js` in the page and `./x.js` in module imports must be compiled in.
             for part in text.split(['"', '\'']) {
                 let wanted = part

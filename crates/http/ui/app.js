@@ -1,4 +1,4 @@
-// The web UI's shell: a hash router over the views (list, new session, session) and the one
+// The web UI's shell: a hash router over the views (list, new session, session, rules) and the one
 // relay-wide event stream every view listens to.
 
 import { get } from './api.js';
@@ -6,6 +6,8 @@ import { openStream } from './stream.js';
 import { listView } from './list.js';
 import { newView } from './new.js';
 import { sessionView } from './session.js';
+import { rulesView } from './rules.js';
+import { notifyView } from './notify.js';
 
 const main = document.getElementById('main');
 const conn = document.getElementById('conn');
@@ -83,11 +85,16 @@ function route() {
     current = sessionView(main, decodeURIComponent(m[1]), { onRelayEvent });
   } else if (hash.startsWith('#/new')) {
     current = newView(main);
+  } else if (hash.startsWith('#/rules')) {
+    current = rulesView(main);
+  } else if (hash.startsWith('#/notify')) {
+    current = notifyView(main);
   } else {
     current = listView(main, { onRelayEvent });
   }
   for (const a of document.querySelectorAll('[data-nav]')) {
-    const active = (a.dataset.nav === 'new') === hash.startsWith('#/new') && !hash.startsWith('#/s/');
+    const page = ['new', 'rules', 'notify'].find((p) => hash.startsWith(`#/${p}`)) ?? (hash.startsWith('#/s/') ? 'session' : 'list');
+    const active = a.dataset.nav === page;
     if (active) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
@@ -95,4 +102,8 @@ function route() {
 }
 
 window.addEventListener('hashchange', route);
+// The service worker: installable app, push notifications (see sw.js).
+if ('serviceWorker' in navigator) {
+  navigator.serviceWorker.register('/sw.js', { scope: '/' }).catch((e) => console.warn('service worker:', e.message));
+}
 route();

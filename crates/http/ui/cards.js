@@ -2,8 +2,9 @@
 // for approvals, option buttons for questions. Answers go through the same broker as MCP; the
 // first answer wins and a late one is told so.
 
-import { respond } from './api.js';
-import { h, shellCommand } from './dom.js';
+import { get, respond } from './api.js';
+import { h, shellCommand, whoAnswered } from './dom.js';
+import { ruleForm } from './ruleform.js';
 import { diffBlock } from './diff.js';
 
 const TITLE = {
@@ -69,11 +70,32 @@ function approvalActions(req, send) {
     reason,
     h('button', { class: 'button danger', type: 'submit' }, 'Deny'),
     h('button', { class: 'button', type: 'button', onclick: () => { denyBox.hidden = true; buttons.hidden = false; } }, 'Back'));
+  const ruleBox = h('div', { class: 'rule-box', hidden: true });
+  const ruleable = req.kind === 'command_approval' || req.kind === 'file_change_approval';
+  async function alwaysAllow() {
+    try {
+      const spec = await get(`/api/rules/suggest?request=${encodeURIComponent(req.id)}&action=allow`);
+      ruleBox.replaceChildren(
+        h('p', { class: 'hint' }, 'A rule for requests like this one; it answers them from now on. This request is approved once.'),
+        ruleForm(spec, {
+          submitLabel: 'Save rule and approve',
+          onSaved: () => send('allow'),
+          onCancel: () => { ruleBox.hidden = true; buttons.hidden = false; },
+        }));
+      buttons.hidden = true;
+      ruleBox.hidden = false;
+      ruleBox.querySelector('input')?.focus();
+    } catch (e) {
+      ruleBox.hidden = false;
+      ruleBox.replaceChildren(h('p', { class: 'form-error', role: 'alert' }, e.message));
+    }
+  }
   const buttons = h('div', { class: 'actions' },
     h('button', { class: 'button primary', type: 'button', onclick: () => send('allow') }, 'Approve'),
     h('button', { class: 'button', type: 'button', onclick: () => send('allow', { forSession: true }) }, 'Approve for session'),
+    ruleable ? h('button', { class: 'button', type: 'button', onclick: alwaysAllow }, 'Always allow…') : null,
     h('button', { class: 'button danger-outline', type: 'button', onclick: () => { buttons.hidden = true; denyBox.hidden = false; reason.focus(); } }, 'Deny…'));
-  return [buttons, denyBox];
+  return [buttons, denyBox, ruleBox];
 }
 
 /** Option buttons per question; one question answers on click, several take a Submit. */
@@ -165,7 +187,8 @@ export function requestCard(req) {
       controls.remove();
       card.querySelector('.deadline')?.remove();
       const verdict = /^approve/.test(decision) ? 'ok' : decision === 'answer' ? 'ok' : 'no';
-      status.replaceChildren(h('span', { class: `badge verdict-${verdict}` }, decision), ` by ${by}`, reason ? ` — “${reason}”` : '');
+      status.replaceChildren(h('span', { class: `badge verdict-${verdict}` }, decision), ' by ', whoAnswered(by), reason ? ` — “${reason}”` : '');
+      status.dataset.by = by;
     },
   };
 }

@@ -81,3 +81,24 @@ export function shortPath(p) {
   const parts = p.split('/').filter(Boolean);
   return parts.length > 2 ? `…/${parts.slice(-2).join('/')}` : p;
 }
+
+/** Who resolved a request (`by` of request-resolved), in words: a person through which front,
+ * a rule (linked to the rules), a timeout or a restart. */
+export function whoAnswered(by) {
+  const b = by || '';
+  if (b.startsWith('rule:')) return h('a', { href: '#/rules', class: 'who-rule' }, `rule ${b.slice(5)}`);
+  const words = {
+    http: 'a person (web UI / HTTP)',
+    mcp: 'a person (MCP client)',
+    'mcp-elicitation': 'a person (MCP client form)',
+    'answer-link': 'a person (answer link)',
+    legacy: 'a person (legacy MCP client)',
+    timeout: 'nobody: timed out',
+    'turn-ended': 'the turn ending first',
+    'codex-exit': 'Codex exiting',
+    'session-closed': 'the session closing',
+    'relay-restart': 'a relay restart',
+    'relay-shutdown': 'the relay shutting down',
+  };
+  return words[b] ?? `a person (${b})`;
+}

@@ -2,7 +2,7 @@
 // live deltas. Messages, reasoning (collapsed), commands with their output, file diffs, the plan,
 // request cards and turn boundaries; anything unknown is kept, collapsed, as raw JSON.
 
-import { h, shellCommand } from './dom.js';
+import { h, shellCommand, whoAnswered } from './dom.js';
 import { diffBlock } from './diff.js';
 import { requestCard } from './cards.js';
 import { richText } from './text.js';
@@ -94,6 +94,13 @@ export class Timeline {
       }
       case 'request-resolved': {
         const card = this.cards.get(ev.id);
+        if (!card && ev.request) {
+          // A rule answered it as it opened: nobody was asked.
+          this.add(node(`ruled ruled-${/^approve/.test(ev.decision) ? 'ok' : 'no'}`,
+            h('span', { class: 'who' }, /^approve/.test(ev.decision) ? 'Allowed' : 'Denied'), ' by ', whoAnswered(ev.by), ': ',
+            h('code', {}, ev.request.kind === 'command_approval' ? shellCommand(ev.request.details?.command ?? '') : ev.request.question),
+            ev.reason ? ` — “${ev.reason}”` : ''));
+        }
         if (card) {
           card.resolve(ev);
           card.done = true;

@@ -22,6 +22,7 @@ pub fn elicitation_params(p: &PendingView, thread_id: &str, tool_call_id: &str) 
             cwd,
             reason,
             item_id,
+            ..
         } => {
             let cwd = cwd.as_deref().unwrap_or("");
             (

@@ -208,6 +208,7 @@ impl Translator {
                         cwd,
                         reason,
                         item_id,
+                        ..
                     } => out.msgs.push(json!({
                         "type": "exec_approval_request", "call_id": item_id,
                         "turn_id": turn, "command": split(command),
@@ -233,10 +234,29 @@ impl Translator {
             }
             // Carried elsewhere or not part of the legacy stream: the relay's own status and
             // resolutions, images, and raw Codex notifications the engine does not map.
-            Ev::Photo { .. }
-            | Ev::RequestResolved { .. }
-            | Ev::Status { .. }
-            | Ev::Codex { .. } => {}
+            // Who answered, as a background event (the legacy stream has no message of its
+            // own for it) when it was not this client: a rule (the only word a legacy client
+            // gets of it), another front, a timeout, a restart. Its own answers keep the
+            // stream exactly as the legacy server's.
+            Ev::RequestResolved {
+                decision,
+                by,
+                reason,
+                request,
+                ..
+            } if by.as_str() != crate::approval::BY => {
+                let what = request
+                    .as_ref()
+                    .map(|r| format!("{}: ", r.question))
+                    .unwrap_or_default();
+                let why = reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
+                out.msgs.push(json!({"type": "background_event",
+                    "message": format!("{what}{} by {}{why}", decision.as_str(), by.as_str())}));
+            }
+            Ev::RequestResolved { .. } | Ev::Photo { .. } | Ev::Status { .. } | Ev::Codex { .. } => {}
         }
         out
     }
@@ -327,5 +347,30 @@ mod tests {
             vec![json!({"type": "turn_aborted", "reason": "interrupted"})]
         );
         assert_eq!(aborted.end, Some((TurnEndStatus::Cancelled, None)));
+    }
+
+    #[test]
+    fn a_resolution_this_client_did_not_make_is_told_as_a_background_event() {
+        let mut tr = Translator::default();
+        let ruled = json!({"t": "request-resolved", "id": "r1", "decision": "deny",
+            "by": "rule:no-rm", "reason": "keep it",
+            "request": {"id": "r1", "sessionId": "s", "kind": "command_approval",
+                "question": "Run rm -rf b?", "options": [], "details": {"command": "rm -rf b"},
+                "createdAt": 0, "deadline": 0}});
+        let msgs = tr.event(&env(Role::System, ruled)).msgs;
+        assert_eq!(
+            msgs,
+            vec![json!({"type": "background_event",
+                "message": "Run rm -rf b?: deny by rule:no-rm (keep it)"})]
+        );
+        let own = json!({"t": "request-resolved", "id": "r2", "decision": "approve",
+            "by": crate::approval::BY});
+        assert!(tr.event(&env(Role::System, own)).msgs.is_empty());
+        let timeout = json!({"t": "request-resolved", "id": "r3", "decision": "deny",
+            "by": "timeout"});
+        assert_eq!(
+            types(&mut tr, &[(Role::System, timeout)]),
+            vec!["background_event"]
+        );
     }
 }

@@ -125,7 +125,9 @@ pub struct StatusOutput {
     pub recent_output: Vec<String>,
     pub pending_question: Option<PendingQuestion>,
     /// What the latest turn did, one entry per item: `{id?, itemType, status, summary?,
-    /// exitCode?}`.
+    /// exitCode?}`; each answered request is an `approval` item with `answeredBy` (`mcp`,
+    /// `http`, `rule:<name>`, `timeout`, ...) and `who` (`human`, `rule`, `timeout`,
+    /// `restart`, `relay`).
     pub item_events: Vec<Value>,
     pub usage: Option<UsageView>,
     pub turn_count: u64,

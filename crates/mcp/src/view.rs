@@ -132,6 +132,7 @@ pub fn item_events(events: &[Arc<Envelope>], max: usize) -> Vec<Value> {
         .unwrap_or(0);
     let mut items: Vec<Value> = Vec::new();
     let mut by_call: HashMap<String, usize> = HashMap::new();
+    let mut asked: HashMap<String, String> = HashMap::new();
     for e in &events[start..] {
         let before = items.len();
         match &e.ev {
@@ -173,6 +174,35 @@ pub fn item_events(events: &[Arc<Envelope>], max: usize) -> Vec<Value> {
                         items.push(json!({"id": call, "itemType": "tool_call", "status": word}))
                     }
                 }
+            }
+            // Who answered each request: a person (which front), a rule, a timeout, a restart.
+            Ev::RequestOpened { request } => {
+                asked.insert(request.id.clone(), request.question.clone());
+            }
+            Ev::RequestResolved {
+                id,
+                decision,
+                by,
+                reason,
+                request,
+            } => {
+                let question = request
+                    .as_ref()
+                    .map(|r| r.question.clone())
+                    .or_else(|| asked.get(id).cloned())
+                    .unwrap_or_default();
+                let mut item = json!({
+                    "id": id,
+                    "itemType": "approval",
+                    "status": decision.as_str(),
+                    "summary": clip(&question, 200),
+                    "answeredBy": by.as_str(),
+                    "who": by.who(),
+                });
+                if let Some(r) = reason {
+                    item["reason"] = json!(clip(r, 200));
+                }
+                items.push(item);
             }
             Ev::Plan { steps } => items.push(json!({
                 "itemType": "todo_list",
@@ -339,5 +369,62 @@ mod tests {
         assert_eq!(items[1]["summary"], "done\nreally");
         assert_eq!(recent_output(&events, 4), vec!["a", "b", "done", "really"]);
         assert_eq!(recent_output(&events, 100)[0], "old");
+    }
+
+    #[test]
+    fn each_answered_request_says_who_answered() {
+        use codex_relay_core::{Decision, ResolvedBy};
+        let opened: PendingView = serde_json::from_value(json!({"id": "r1", "sessionId": "s",
+            "kind": "command_approval", "question": "Run touch a?", "options": [],
+            "details": {"command": "touch a"}, "createdAt": 0, "deadline": 0}))
+        .unwrap();
+        let ruled = PendingView {
+            id: "r2".into(),
+            question: "Run rm -rf b?".into(),
+            ..opened.clone()
+        };
+        let resolved =
+            |id: &str, by: ResolvedBy, request: Option<&PendingView>| Ev::RequestResolved {
+                id: id.into(),
+                decision: if request.is_some() {
+                    Decision::Deny
+                } else {
+                    Decision::Approve
+                },
+                by,
+                reason: request.map(|_| "not here".to_owned()),
+                request: request.map(|r| Box::new(r.clone())),
+            };
+        let events = vec![
+            env(1, Role::System, Ev::TurnStart {}),
+            env(
+                2,
+                Role::System,
+                Ev::RequestOpened {
+                    request: Box::new(opened),
+                },
+            ),
+            env(
+                3,
+                Role::System,
+                resolved("r1", ResolvedBy::Front("http".into()), None),
+            ),
+            env(
+                4,
+                Role::System,
+                resolved("r2", ResolvedBy::rule("no-rm"), Some(&ruled)),
+            ),
+        ];
+        let items = item_events(&events, 10);
+        assert_eq!(
+            items,
+            vec![
+                json!({"id": "r1", "itemType": "approval", "status": "approve",
+                    "summary": "Run touch a?", "answeredBy": "http", "who": "human"}),
+                json!({"id": "r2", "itemType": "approval", "status": "deny",
+                    "summary": "Run rm -rf b?", "answeredBy": "rule:no-rm", "who": "rule",
+                    "reason": "not here"}),
+            ]
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! - [`model`]: the scripted model server (replies, failure modes, recorded requests).
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
+//! - [`oauth`]: a fake ChatGPT OAuth token endpoint (rotating refresh tokens, counted).
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
 //! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CI=true` refuses).
 //! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
@@ -18,6 +19,7 @@ pub mod fixtures;
 pub mod home;
 pub mod install;
 pub mod model;
+pub mod oauth;
 pub mod postgres;
 pub mod procs;
 pub mod skip;

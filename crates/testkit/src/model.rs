@@ -275,7 +275,13 @@ struct Script {
     unscripted: Vec<String>,
     /// Set by `allow_unscripted`: such requests are still answered 400 but do not fail the test.
     lenient: bool,
+    /// Set by `require_access`: requests whose bearer token it refuses are answered 401.
+    access: Option<AccessCheck>,
+    /// Bearer tokens (without `Bearer `) of the requests answered 401 by that check.
+    unauthorized: Vec<String>,
 }
+
+type AccessCheck = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 struct Shared {
     script: Mutex<Script>,
@@ -386,6 +392,18 @@ impl ModelServer {
         self.script().lenient = true;
     }
 
+    /// Accept only requests whose bearer token `check` accepts; the others are answered HTTP
+    /// 401 (as OpenAI answers an expired or unknown token), take no scripted reply and are
+    /// counted in [`unauthorized`](Self::unauthorized), not in [`requests`](Self::requests).
+    pub fn require_access(&self, check: Arc<dyn Fn(&str) -> bool + Send + Sync>) {
+        self.script().access = Some(check);
+    }
+
+    /// The bearer tokens of the requests answered 401 by the [`require_access`](Self::require_access) check.
+    pub fn unauthorized(&self) -> Vec<String> {
+        self.script().unauthorized.clone()
+    }
+
     /// Panics if a request found no scripted reply (also done on drop).
     pub fn assert_all_scripted(&self) {
         let s = self.script();
@@ -440,6 +458,30 @@ async fn responses(
         .get("x-codex-parent-thread-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let bearer = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_start_matches("Bearer ").to_owned())
+        .unwrap_or_default();
+    let refused = {
+        let mut s = shared.script.lock().unwrap_or_else(|e| e.into_inner());
+        let refused = s.access.as_ref().is_some_and(|check| !check(&bearer));
+        if refused {
+            s.unauthorized.push(bearer);
+        }
+        refused
+    };
+    if refused {
+        shared.changed.notify_waiters();
+        return (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"error": {
+                "message": "Your authentication token has expired. Please try signing in again.",
+                "type": "invalid_request_error", "code": "token_expired", "param": null
+            }})),
+        )
+            .into_response();
+    }
     let reply = {
         let mut s = shared.script.lock().unwrap_or_else(|e| e.into_inner());
         let input = body["input"].to_string();

@@ -61,7 +61,7 @@ fn main() {
             }
             "thread/start" => {
                 let n = threads.fetch_add(1, Ordering::Relaxed);
-                serde_json::json!({"thread": {"id": format!("fake-thread-{n}"), "turns": []}, "model": "fake"})
+                serde_json::json!({"thread": {"id": format!("fake-thread-{}-{n}", std::process::id()), "turns": []}, "model": "fake"})
             }
             "thread/resume" => {
                 serde_json::json!({"thread": {"id": params["threadId"], "turns": []}})

@@ -205,6 +205,17 @@ enum LogIn {
 
 /// Runs the browser scenario for one viewport; returns its findings (one JSON line).
 fn drive(node: &Path, url: &str, variant: &str, log_in: LogIn) -> serde_json::Value {
+    drive_script(node, "ui.mjs", url, variant, log_in)
+}
+
+/// Runs `script` (in tests/browser) against `url`; returns its findings (one JSON line).
+fn drive_script(
+    node: &Path,
+    script: &str,
+    url: &str,
+    variant: &str,
+    log_in: LogIn,
+) -> serde_json::Value {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join("browser");
@@ -217,7 +228,7 @@ fn drive(node: &Path, url: &str, variant: &str, log_in: LogIn) -> serde_json::Va
         LogIn::Token(t) => ("RELAY_TOKEN", t),
     };
     let out = Command::new(node)
-        .arg(dir.join("ui.mjs"))
+        .arg(dir.join(script))
         .arg(url)
         .arg(&shots)
         .arg(variant)
@@ -390,6 +401,37 @@ async fn the_plan_on_codex_0_98() {
     tokio::task::spawn_blocking(move || drive(&node, &url, "plan", link))
         .await
         .expect("the browser run");
+    let status = relay.stop().await;
+    assert!(status.success(), "serve --demo exited with {status}");
+}
+
+/// The UI as an installed app on a phone-sized screen (tests/browser/pwa.mjs): Chromium reports
+/// nothing missing to install it; a push subscription made in the Notifications view gets a
+/// Web Push at the push endpoint the script runs when a request opens (VAPID-signed,
+/// RFC 8291-encrypted, decrypted there), which the service worker then shows; "Always allow…"
+/// on the command's card saves a rule and approves, and the card says who answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_app_installs_and_a_push_subscription_gets_a_push_when_a_request_opens() {
+    let Some((node, codex)) = set_up(NEWEST) else {
+        return;
+    };
+    let mut relay = DemoRelay::start(&codex, "127.0.0.1:0", None, None).await;
+    let url = relay.url.clone();
+    let link = LogIn::Link(relay.login_link.clone());
+    let findings =
+        tokio::task::spawn_blocking(move || drive_script(&node, "pwa.mjs", &url, "pwa", link))
+            .await
+            .expect("the browser run");
+    assert_eq!(
+        findings["notification"]["title"], "Codex asks to change files",
+        "{findings}"
+    );
+    assert!(
+        findings["answered"]
+            .as_str()
+            .is_some_and(|a| a.contains("by a person")),
+        "{findings}"
+    );
     let status = relay.stop().await;
     assert!(status.success(), "serve --demo exited with {status}");
 }

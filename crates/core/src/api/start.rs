@@ -32,6 +32,8 @@ pub struct StartRequest {
     /// JSON Schema the first turn's final message must follow.
     pub output_schema: Option<Value>,
     pub plan_mode: bool,
+    /// Labels approval rules can match on (`labels = ["ci"]`).
+    pub labels: Vec<String>,
 }
 
 /// Why a start request (or a message's images) cannot be taken. The text names fields as the
@@ -105,6 +107,7 @@ impl StartRequest {
             profile: self.profile,
             output_schema: self.output_schema,
             plan_mode: self.plan_mode,
+            labels: self.labels,
             ..Default::default()
         })
     }

@@ -111,6 +111,11 @@ async fn keep(inner: Weak<RelayInner>) {
     let mut rounds: u64 = 0;
     // The last time Postgres confirmed the lease, on this machine's monotonic clock.
     let mut confirmed = tokio::time::Instant::now();
+    // Whether other live instances were seen at the last renewal (or at the start).
+    let mut others = match inner.upgrade().and_then(|i| i.cluster.get().cloned()) {
+        Some(c) => !matches!(sql::least_loaded(&c.pool, &c.id).await, Ok(None)),
+        None => return,
+    };
     loop {
         let (period, fence, monitor_wake) = {
             let Some(inner) = inner.upgrade() else { return };
@@ -147,7 +152,12 @@ async fn keep(inner: Weak<RelayInner>) {
             )
             .await;
             match renewed {
-                Ok(Ok(true)) => confirmed = asked,
+                Ok(Ok(true)) => {
+                    confirmed = asked;
+                    // Alone, nobody can take this instance over: a store outage is then only a
+                    // store fault (writes kept and retried), not a reason to stop sessions.
+                    others = !matches!(sql::least_loaded(&c.pool, &c.id).await, Ok(None));
+                }
                 Ok(Ok(false)) => c.fence.mark_lost(),
                 Ok(Err(e)) => tracing::warn!(instance = %c.id,
                     "could not renew the lease (other instances take over once it runs out): {e}"),
@@ -158,7 +168,7 @@ async fn keep(inner: Weak<RelayInner>) {
             // Stop before that: an instance that cannot confirm its lease for three quarters
             // of it stops its sessions (their Codex too) and writes nothing more for them, so
             // no command runs or answer lands on two instances at once.
-            if !c.fence.is_lost() && confirmed.elapsed() >= c.config.lease * 3 / 4 {
+            if others && !c.fence.is_lost() && confirmed.elapsed() >= c.config.lease * 3 / 4 {
                 tracing::error!(instance = %c.id, unconfirmed = ?confirmed.elapsed(),
                     "could not confirm the lease with Postgres for three quarters of it: stopping this instance's sessions before another takes them over");
                 c.fence.mark_lost();
@@ -170,7 +180,13 @@ async fn keep(inner: Weak<RelayInner>) {
             }
             continue;
         }
-        take_over_now(&relay).await;
+        // In its own task: adopting sessions (reading their logs, closing cut turns) must not
+        // hold up the next renewal of this instance's own lease.
+        // One at a time: a round while one runs skips it.
+        if c.taking_over.try_lock().is_ok() {
+            let taker = relay.clone();
+            tokio::spawn(async move { take_over_now(&taker).await });
+        }
         if rounds.is_multiple_of(240)
             && let Err(e) = sql::prune_commands(&c.pool).await
         {

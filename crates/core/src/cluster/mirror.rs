@@ -59,12 +59,60 @@ pub(crate) async fn sync_task(inner: Weak<RelayInner>) {
         drop(cluster);
         let Some(inner) = inner.upgrade() else { return };
         let relay = Relay { inner };
-        for id in due {
+        // Mirrors this instance has are caught up together, with one query; sessions it does
+        // not know yet are loaded one by one.
+        let (known, unknown): (Vec<_>, Vec<_>) = due
+            .into_iter()
+            .partition(|id| relay.inner.get(id).is_some());
+        if let Err(e) = catch_up_many(&relay, &known).await {
+            tracing::warn!("mirrors could not catch up (each retries alone): {e}");
+            for id in &known {
+                if let Err(e) = catch_up(&relay, id).await {
+                    tracing::warn!(session = %id, "a mirror could not catch up (the next notice retries): {e}");
+                }
+            }
+        }
+        for id in unknown {
             if let Err(e) = catch_up(&relay, &id).await {
                 tracing::warn!(session = %id, "a mirror could not catch up (the next notice retries): {e}");
             }
         }
     }
+}
+
+/// Catches up the mirrors among `ids` with one read of every new row of them, each applied in
+/// seq order; a mirror left short (a full page, a gap) reads on alone.
+async fn catch_up_many(relay: &Relay, ids: &[String]) -> Result<(), RelayError> {
+    let Some(c) = relay.cluster().cloned() else {
+        return Ok(());
+    };
+    let mirrors: Vec<SessionHandle> = ids
+        .iter()
+        .filter_map(|id| relay.inner.get(id))
+        .filter(|h| h.remote)
+        .collect();
+    if mirrors.is_empty() {
+        return Ok(());
+    }
+    let sessions: Vec<String> = mirrors.iter().map(|h| h.id().to_owned()).collect();
+    let after: Vec<i64> = mirrors.iter().map(|h| h.shared.last_seq() as i64).collect();
+    let rows = super::sql::events_after(&c.pool, &sessions, &after, PAGE)
+        .await
+        .map_err(super::db("reading mirrored sessions' new events"))?;
+    let mut by_session: std::collections::HashMap<String, Vec<Envelope>> = Default::default();
+    for (session, json) in rows {
+        if let Ok(env) = serde_json::from_str::<Envelope>(&json) {
+            by_session.entry(session).or_default().push(env);
+        }
+    }
+    for h in mirrors {
+        let events = by_session.remove(h.id()).unwrap_or_default();
+        let full = events.len() as i64 >= PAGE;
+        if (!events.is_empty() && !h.shared.replicate(events)) || full {
+            catch_up(relay, h.id()).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Applies what the owner committed after the mirror's last seq; a session this instance does

@@ -52,6 +52,11 @@ pub struct ClusterConfig {
     pub max_load: Option<usize>,
     /// How long a command for another instance waits for its answer.
     pub command_timeout: Duration,
+    /// The longest the store's writer collects writes before it commits, in a cluster: other
+    /// instances see a session's events only once they are committed, so this bounds what a
+    /// remote reader waits beyond a local one (alone, the store lingers 50 ms; see
+    /// `StoreOptions::linger`). Default 5 ms.
+    pub commit_linger: Duration,
 }
 
 impl Default for ClusterConfig {
@@ -63,6 +68,7 @@ impl Default for ClusterConfig {
             lease: Duration::from_secs(10),
             max_load: None,
             command_timeout: Duration::from_secs(60),
+            commit_linger: Duration::from_millis(5),
         }
     }
 }
@@ -166,6 +172,17 @@ pub async fn instances_on(conn: &mut sqlx::PgConnection) -> Result<Vec<InstanceV
         return Ok(Vec::new());
     }
     sql::instances(&mut *conn).await
+}
+
+/// The store's settings for this relay: in a cluster, commits linger at most
+/// [`ClusterConfig::commit_linger`], as other instances read only what is committed.
+pub(crate) fn store_options(config: &crate::relay::RelayConfig) -> crate::store::StoreOptions {
+    let mut options = config.store_options.clone();
+    let postgres = config.store.starts_with("postgres:") || config.store.starts_with("postgresql:");
+    if postgres && config.cluster.enabled {
+        options.linger = options.linger.min(config.cluster.commit_linger);
+    }
+    options
 }
 
 /// A database error as the cluster reports it.

@@ -241,6 +241,27 @@ pub(super) async fn head(
     Ok((row.get("turns"), row.get("status")))
 }
 
+/// The stored events of each of `sessions` after its seq in `after` (at most `limit` per
+/// session), in seq order per session: one read for many mirrors.
+pub(super) async fn events_after(
+    pool: &PgPool,
+    sessions: &[String],
+    after: &[i64],
+    limit: i64,
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT e.session_id, e.json FROM UNNEST($1::text[], $2::bigint[]) AS d(id, after) \
+         CROSS JOIN LATERAL (SELECT session_id, seq, json FROM events \
+           WHERE session_id = d.id AND seq > d.after ORDER BY seq LIMIT $3) e \
+         ORDER BY e.session_id, e.seq",
+    )
+    .bind(sessions)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
 /// Every instance, as [`InstanceView`]s.
 pub(super) async fn instances<'c>(
     db: impl sqlx::PgExecutor<'c>,

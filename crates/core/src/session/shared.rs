@@ -634,6 +634,25 @@ impl crate::broker::PendingSink for SessionShared {
     fn remove_pending(&self, id: &str, ev: Ev) {
         SessionShared::remove_pending(self, id, ev)
     }
+
+    fn rule_context(&self) -> crate::rules::RuleContext {
+        let s = self.lock();
+        let options = &s.meta.options;
+        crate::rules::RuleContext {
+            cwd: s.cwd.clone().or(options.cwd.clone()),
+            labels: options.labels.clone(),
+            approval_policy: options.approval_policy,
+            sandbox: options.sandbox,
+        }
+    }
+
+    fn ruled(&self, view: &PendingView, ev: Ev) {
+        let origin = view.origin();
+        let mut s = self.lock();
+        self.push(&mut s, Role::System, view.turn.clone(), ev, origin.as_ref());
+        drop(s);
+        self.changed.send_modify(|v| *v += 1);
+    }
 }
 
 #[path = "agents_of.rs"]

@@ -1,5 +1,15 @@
 //! The durable store: sessions, event logs, pending requests and raw Codex lines in SQLite or Postgres, written in batches by one background task (see docs/STORE.md).
 
+/// Runs `$body` with `$p` bound to the concrete pool of either backend (the SQL is shared).
+macro_rules! on_pool {
+    ($pool:expr, |$p:ident| $body:expr) => {
+        match $pool {
+            Pool::Sqlite($p) => $body,
+            Pool::Postgres($p) => $body,
+        }
+    };
+}
+
 mod batch_sql;
 mod error;
 pub(crate) mod fence;
@@ -13,6 +23,7 @@ mod spool;
 mod sqlite;
 mod sqlite_batch;
 mod stats;
+mod tables;
 mod writer;
 
 use std::sync::Arc;
@@ -28,6 +39,7 @@ pub use lost::{LossNote, LostEvents};
 pub use probe::{ProbeReport, SpoolReport, probe};
 pub use records::*;
 pub use stats::StoreStats;
+pub use tables::{AnswerLinkRecord, OutboxRecord, PushSubscriptionRecord, RuleRecord};
 
 use writer::{Item, Op};
 
@@ -81,16 +93,6 @@ impl Default for StoreOptions {
 pub(crate) enum Pool {
     Sqlite(SqlitePool),
     Postgres(PgPool),
-}
-
-/// Runs `$body` with `$p` bound to the concrete pool of either backend (the SQL is shared).
-macro_rules! on_pool {
-    ($pool:expr, |$p:ident| $body:expr) => {
-        match $pool {
-            Pool::Sqlite($p) => $body,
-            Pool::Postgres($p) => $body,
-        }
-    };
 }
 
 const SELECT_SESSIONS: &str = "SELECT id, thread_id, cwd, model, status, created_at, updated_at, turn_count, last_seq, meta FROM sessions ORDER BY updated_at DESC, id";

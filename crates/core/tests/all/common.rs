@@ -73,6 +73,7 @@ impl Env {
         let bin = codex_relay_testkit::codex_bin(version).expect("pinned Codex installs");
         let mut config =
             RelayConfig::new(AppServerConfig::new(bin).codex_home(home.path()), target);
+        bare_home(&mut config, &home);
         config.approval_timeout = approval_timeout;
         // On Postgres a relay is an instance of a cluster: a relay opened again with this
         // config (a restart, or after a crash) is the same instance, and resumes its sessions
@@ -245,4 +246,15 @@ pub async fn start_read_only(relay: &Relay, cwd: String, prompt: &str) -> String
         .await
         .expect("the session starts");
     h.id().to_owned()
+}
+
+/// Codex and what it runs get an empty HOME: the user's shell start-up files (pyenv's rehash
+/// lock among them) stay out of the test (see CODEX-FACTS, "Processes").
+pub fn bare_home(config: &mut RelayConfig, home: &CodexHome) {
+    let dir = home.root().join("user-home");
+    std::fs::create_dir_all(&dir).expect("an empty HOME");
+    config
+        .codex
+        .env
+        .push(("HOME".into(), Some(dir.into_os_string())));
 }

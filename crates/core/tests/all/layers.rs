@@ -41,6 +41,15 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "codex-relay-core",
             ][..],
         ),
+        // Notifications: an outgoing front over the engine.
+        (
+            "codex-relay-notify",
+            &[
+                "codex-relay-protocol",
+                "codex-relay-codex",
+                "codex-relay-core",
+            ][..],
+        ),
         ("codex-relay-testkit", &["codex-relay-protocol"][..]),
     ])
 }

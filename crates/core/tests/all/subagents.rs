@@ -462,6 +462,7 @@ async fn relay_restart_with_a_childs_approval_pending_declines_it_and_continues(
             decision,
             by,
             reason,
+            ..
         } if *id == pending_id => Some((decision.clone(), by.clone(), reason.clone())),
         _ => None,
     });

@@ -25,6 +25,23 @@ pub struct CommandApprovalParams {
     /// 0.169: distinguishes several approvals for one item.
     #[serde(default)]
     pub approval_id: Option<String>,
+    /// The argv prefix Codex proposes to remember in its own execution policy
+    /// (`acceptWithExecpolicyAmendment`): matching commands then run without asking, and
+    /// outside the sandbox, for every session of that `CODEX_HOME`.
+    #[serde(default)]
+    pub proposed_execpolicy_amendment: Option<Vec<String>>,
+    /// 0.169: the decisions this prompt offers, as Codex words them.
+    #[serde(default)]
+    pub available_decisions: Option<Vec<Value>>,
+    /// 0.169: permissions beyond the sandbox asked for this command.
+    #[serde(default)]
+    pub additional_permissions: Option<Value>,
+    /// 0.169: a managed-network prompt (a host the sandbox's network policy blocks).
+    #[serde(default)]
+    pub network_approval_context: Option<Value>,
+    /// 0.169: network rules Codex proposes to remember.
+    #[serde(default)]
+    pub proposed_network_policy_amendments: Option<Vec<Value>>,
 }
 
 /// `item/fileChange/requestApproval`. The diff itself arrives on the `fileChange` item.

@@ -1,0 +1,180 @@
+//! The answer-link pages (`/answer/{request}?t=…`), open without a login: GET shows the
+//! request and asks (it never answers: link previews and scanners fetch URLs), POST answers
+//! it with the link, once. No script; the token never leaves in a Referer.
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use codex_relay_core::links::LinkError;
+use codex_relay_core::{Answer, PendingDetails, PendingView};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::error::link_status;
+
+#[derive(Deserialize)]
+pub(crate) struct LinkQuery {
+    #[serde(default)]
+    t: String,
+    /// `approve` or `deny`: which button the notification's link pointed at.
+    #[serde(default)]
+    a: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LinkForm {
+    t: String,
+    a: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+fn page(status: StatusCode, body: &str) -> Response {
+    let html = format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<title>codex-relay · answer</title>
+<style>
+body {{ font: 16px/1.5 system-ui, sans-serif; margin: 0; display: grid; place-items: center; min-height: 100vh; }}
+main {{ width: min(94vw, 560px); display: grid; gap: 14px; padding: 16px 0; }}
+h1 {{ font-size: 1.3rem; margin: 0; }}
+pre {{ white-space: pre-wrap; word-break: break-word; padding: 10px; border-radius: 8px; background: #8881; margin: 0; }}
+form {{ display: grid; gap: 10px; }}
+label {{ display: grid; gap: 4px; font-weight: 600; }}
+input {{ font: inherit; padding: 10px; border-radius: 8px; border: 1px solid #8a94a3; }}
+button {{ font: inherit; font-weight: 600; padding: 12px; border-radius: 8px; border: 0; cursor: pointer; }}
+.approve {{ background: #17602f; color: #fff; }} .deny {{ background: #8c1d1d; color: #fff; }}
+.error {{ color: #c62828; }} p {{ margin: 0; }}
+</style></head>
+<body><main>{body}</main></body></html>"#
+    );
+    let mut res = (status, Html(html)).into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+        ),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert("x-robots-tag", HeaderValue::from_static("noindex"));
+    res
+}
+
+fn refused(e: &LinkError) -> Response {
+    let (status, code) = link_status(e);
+    page(
+        status,
+        &format!(
+            r#"<h1>This link does not answer</h1><p class="error" role="alert" data-code="{code}">{}</p><p><a href="/">Open codex-relay</a></p>"#,
+            escape(&e.to_string())
+        ),
+    )
+}
+
+fn describe(p: &PendingView) -> String {
+    match &p.details {
+        PendingDetails::CommandApproval { command, cwd, .. } => format!(
+            "<p>Codex asks to run:</p><pre>{}</pre>{}",
+            escape(command),
+            cwd.as_deref()
+                .map(|c| format!("<p>in <code>{}</code></p>", escape(c)))
+                .unwrap_or_default()
+        ),
+        PendingDetails::FileChangeApproval { changes, .. } => format!(
+            "<p>Codex asks to change:</p><pre>{}</pre>",
+            escape(
+                &changes
+                    .iter()
+                    .map(|c| c.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
+        ),
+        _ => format!("<p>{}</p>", escape(&p.question)),
+    }
+}
+
+pub(crate) async fn page_get(
+    st: &AppState,
+    request: &str,
+    q: &LinkQuery,
+) -> Result<Response, LinkError> {
+    let p = st.relay.check_answer_link(request, &q.t).await?;
+    let deny_first = q.a.as_deref() == Some("deny");
+    let token = escape(&q.t);
+    let approve = format!(
+        r#"<form method="post"><input type="hidden" name="t" value="{token}"><input type="hidden" name="a" value="approve"><button class="approve" type="submit">Approve once</button></form>"#
+    );
+    let deny = format!(
+        r#"<form method="post"><input type="hidden" name="t" value="{token}"><input type="hidden" name="a" value="deny"><label>Reason (the model reads it)<input name="reason" type="text" maxlength="500"></label><button class="deny" type="submit">Deny</button></form>"#
+    );
+    let (first, second) = if deny_first {
+        (deny, approve)
+    } else {
+        (approve, deny)
+    };
+    Ok(page(
+        StatusCode::OK,
+        &format!(
+            r#"<h1>Answer this request</h1>{}{first}{second}<p>This link answers this one request, once. <a href="/#/s/{}?request={}">Open it in codex-relay</a></p>"#,
+            describe(&p),
+            escape(&p.session_id),
+            escape(&p.id)
+        ),
+    ))
+}
+
+/// `GET /answer/{request}?t=…&a=…`: the request and two buttons; nothing is answered.
+pub(crate) async fn show(
+    State(st): State<AppState>,
+    Path(request): Path<String>,
+    Query(q): Query<LinkQuery>,
+) -> Response {
+    page_get(&st, &request, &q)
+        .await
+        .unwrap_or_else(|e| refused(&e))
+}
+
+/// `POST /answer/{request}` (`t`, `a`, `reason`): answers with the link, once.
+pub(crate) async fn submit(
+    State(st): State<AppState>,
+    Path(request): Path<String>,
+    Form(f): Form<LinkForm>,
+) -> Response {
+    let answer = match f.a.as_str() {
+        "approve" => Answer::approve(),
+        "deny" => Answer::Deny {
+            reason: f
+                .reason
+                .map(|r| r.trim().to_owned())
+                .filter(|r| !r.is_empty()),
+        },
+        _ => return refused(&LinkError::Invalid),
+    };
+    match st.relay.answer_by_link(&request, &f.t, answer).await {
+        Ok(r) => page(
+            StatusCode::OK,
+            &format!(
+                r#"<h1>Answered</h1><p role="status" data-decision="{0}">{0}: done. Codex goes on.</p><p><a href="/">Open codex-relay</a></p>"#,
+                escape(r.decision.as_str())
+            ),
+        ),
+        Err(e) => refused(&e),
+    }
+}

@@ -1,0 +1,96 @@
+// The notifications view (#/notify): Web Push on this device (subscribe / unsubscribe) and the
+// relay's outbox: every notification with its target, state, attempts and last error.
+
+import { get, post } from './api.js';
+import { h, ago } from './dom.js';
+
+const STATE = { pending: 'retrying', delivered: 'delivered', skipped: 'skipped', failed: 'gave up' };
+
+function b64urlToBytes(s) {
+  const pad = '='.repeat((4 - (s.length % 4)) % 4);
+  const raw = atob((s + pad).replace(/-/g, '+').replace(/_/g, '/'));
+  return Uint8Array.from(raw, (c) => c.charCodeAt(0));
+}
+
+/** The service worker's registration, registered by app.js. */
+async function registration() {
+  if (!('serviceWorker' in navigator)) throw new Error('This browser has no service workers.');
+  return navigator.serviceWorker.ready;
+}
+
+export function notifyView(root) {
+  const pushState = h('p', { class: 'meta', role: 'status', id: 'push-state' });
+  const pushButton = h('button', { class: 'button primary', type: 'button', id: 'push-toggle' }, 'Enable push on this device');
+  const counts = h('p', { class: 'meta', role: 'status' });
+  const rows = h('tbody', {});
+  const error = h('p', { class: 'form-error', role: 'alert' });
+  let left = false;
+  let subscribed = null;
+
+  root.append(
+    h('h1', {}, 'Notifications'),
+    h('section', { class: 'card', 'aria-labelledby': 'push-title' },
+      h('h2', { id: 'push-title' }, 'Push to this device'),
+      h('p', { class: 'hint' }, 'A notification when a request waits for you, even with the page closed. Install the app (the browser\'s “Install” or “Add to Home Screen”) for the best result on a phone.'),
+      pushState, pushButton),
+    h('h2', {}, 'Sent and waiting'), counts, error,
+    h('div', { class: 'table-wrap' }, h('table', { class: 'outbox' },
+      h('thead', {}, h('tr', {}, ['When', 'What', 'To', 'State', 'Attempts', 'Last error'].map((t) => h('th', { scope: 'col' }, t)))),
+      rows)));
+
+  async function showPush() {
+    try {
+      const reg = await registration();
+      subscribed = await reg.pushManager.getSubscription();
+      pushState.textContent = subscribed ? 'This device gets push notifications.' : 'This device gets no push notifications.';
+      pushButton.textContent = subscribed ? 'Stop push on this device' : 'Enable push on this device';
+      pushButton.disabled = false;
+    } catch (e) {
+      pushState.textContent = e.message;
+      pushButton.disabled = true;
+    }
+  }
+
+  pushButton.addEventListener('click', async () => {
+    pushButton.disabled = true;
+    try {
+      const reg = await registration();
+      if (subscribed) {
+        await post('/api/push/unsubscribe', { endpoint: subscribed.endpoint });
+        await subscribed.unsubscribe();
+      } else {
+        if ((await Notification.requestPermission()) !== 'granted') throw new Error('Notifications are blocked for this site.');
+        const { publicKey } = await get('/api/push/key');
+        const sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64urlToBytes(publicKey) });
+        const json = sub.toJSON();
+        await post('/api/push/subscriptions', { endpoint: json.endpoint, keys: json.keys, label: navigator.userAgent.slice(0, 120) });
+      }
+    } catch (e) {
+      pushState.textContent = e.message;
+    }
+    showPush();
+  });
+
+  async function load() {
+    try {
+      const data = await get('/api/notifications?limit=100');
+      if (left) return;
+      error.textContent = '';
+      counts.textContent = Object.entries(data.counts).map(([k, n]) => `${n} ${STATE[k] ?? k}`).join(' · ') || 'Nothing sent yet.';
+      rows.replaceChildren(...data.notifications.map((n) => h('tr', { dataset: { id: n.id, state: n.state } },
+        h('td', {}, ago(n.createdAt)),
+        h('td', {}, n.title ?? n.event, n.sessionId ? [' ', h('a', { href: `#/s/${encodeURIComponent(n.sessionId)}` }, 'open')] : null),
+        h('td', {}, n.target),
+        h('td', {}, h('span', { class: `badge state-${n.state}` }, STATE[n.state] ?? n.state)),
+        h('td', {}, String(n.attempts)),
+        h('td', { class: 'meta' }, n.lastError ?? ''))));
+    } catch (e) {
+      error.textContent = e.message;
+    }
+  }
+
+  showPush();
+  load();
+  const timer = setInterval(load, 5000);
+  return { leave() { left = true; clearInterval(timer); } };
+}

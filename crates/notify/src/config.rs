@@ -1,0 +1,201 @@
+//! The notification settings (`--notify FILE`, TOML): where links point, whether they answer,
+//! the webhook targets with their format, secret and events, and how long to retry.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// What a target is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    /// A request waits for a person (approval, question, tool call).
+    Request,
+    /// A session's turn completed.
+    TurnCompleted,
+    /// A session's turn failed.
+    TurnFailed,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::TurnCompleted => "turn-completed",
+            Self::TurnFailed => "turn-failed",
+        }
+    }
+}
+
+/// How a webhook's body and headers are shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// JSON `{type, timestamp, data}`, signed as Standard Webhooks says.
+    Standard,
+    /// ntfy: the URL is the topic; text body, `Title`, `Click`, `Actions` headers.
+    Ntfy,
+    /// Slack-compatible incoming webhooks: `{text, blocks}` with link buttons.
+    Slack,
+}
+
+/// One webhook target.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    /// Letters, digits, `-`, `_`: shown in the UI and metrics.
+    pub name: String,
+    pub url: String,
+    #[serde(default = "standard")]
+    pub format: Format,
+    /// `whsec_<base64>` (Standard Webhooks); for ntfy, an access token sent as Bearer.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// A file whose first line is the secret (kept out of this file).
+    #[serde(default)]
+    pub secret_file: Option<String>,
+    /// Default: `["request"]`.
+    #[serde(default = "requests_only")]
+    pub events: Vec<EventKind>,
+}
+
+impl std::fmt::Debug for Webhook {
+    /// Never shows the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("format", &self.format)
+            .field("secret", &self.secret.as_ref().map(|_| "<hidden>"))
+            .field("events", &self.events)
+            .finish()
+    }
+}
+
+fn standard() -> Format {
+    Format::Standard
+}
+
+fn requests_only() -> Vec<EventKind> {
+    vec![EventKind::Request]
+}
+
+/// Everything `--notify` configures.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// The relay's address as people reach it (`https://relay.example.com`): the base of every
+    /// link in a notification. Default: the address `serve` listens on.
+    #[serde(default)]
+    pub public_url: Option<String>,
+    /// Put signed, single-use links that answer the request (approve / deny) into
+    /// notifications. Off by default: whoever reads the notification can answer.
+    #[serde(default)]
+    pub answer_links: bool,
+    /// How long an answer link works, in seconds (default 900).
+    #[serde(default = "ttl_default")]
+    pub answer_link_ttl_secs: u64,
+    /// The longest wait between two attempts, in seconds (default 60; attempts start 1 s
+    /// apart and double).
+    #[serde(default = "retry_max_default")]
+    pub retry_max_delay_secs: u64,
+    /// Stop retrying a notification this long after it was queued, in seconds (default a day).
+    #[serde(default = "give_up_default")]
+    pub give_up_after_secs: u64,
+    /// Web Push to the browsers that subscribed in the UI (default on).
+    #[serde(default = "yes")]
+    pub push: bool,
+    /// VAPID `sub`: a `mailto:` or `https:` contact for push services (default: mailto:
+    /// codex-relay@localhost).
+    #[serde(default)]
+    pub vapid_subject: Option<String>,
+    #[serde(default, rename = "webhook")]
+    pub webhooks: Vec<Webhook>,
+}
+
+fn ttl_default() -> u64 {
+    900
+}
+fn retry_max_default() -> u64 {
+    60
+}
+fn give_up_default() -> u64 {
+    86_400
+}
+fn yes() -> bool {
+    true
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("the defaults parse")
+    }
+}
+
+/// What is wrong with a notify file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub message: String,
+}
+
+impl NotifyConfig {
+    /// Reads a notify file's `text` (`file` names it in errors); secret files are read here.
+    pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
+        let err = |message: String| ConfigError {
+            file: file.to_owned(),
+            message,
+        };
+        let mut c: NotifyConfig = toml::from_str(text).map_err(|e| err(e.message().to_owned()))?;
+        let mut names = std::collections::HashSet::new();
+        for w in &mut c.webhooks {
+            if w.name.is_empty()
+                || w.name.len() > 40
+                || !w
+                    .name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "-_".contains(ch))
+            {
+                return Err(err(format!(
+                    "webhook {:?}: name: use 1 to 40 letters, digits, `-` or `_`",
+                    w.name
+                )));
+            }
+            if !names.insert(w.name.clone()) {
+                return Err(err(format!("webhook {:?} is defined twice", w.name)));
+            }
+            if !(w.url.starts_with("https://") || w.url.starts_with("http://")) {
+                return Err(err(format!("webhook {:?}: url must be http(s)", w.name)));
+            }
+            if let Some(path) = &w.secret_file {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| err(format!("webhook {:?}: secret_file {path}: {e}", w.name)))?;
+                w.secret = text.lines().next().map(|l| l.trim().to_owned());
+            }
+            if w.format == Format::Standard {
+                let Some(secret) = &w.secret else {
+                    return Err(err(format!(
+                        "webhook {:?}: a standard webhook is signed: give secret or secret_file (whsec_<base64>)",
+                        w.name
+                    )));
+                };
+                crate::standard::secret_bytes(secret)
+                    .map_err(|e| err(format!("webhook {:?}: secret: {e}", w.name)))?;
+            }
+            if w.events.is_empty() {
+                return Err(err(format!("webhook {:?}: events is empty", w.name)));
+            }
+        }
+        if let Some(url) = &c.public_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(err("public_url must be an http(s) URL".into()));
+        }
+        Ok(c)
+    }
+
+    pub fn answer_link_ttl(&self) -> Duration {
+        Duration::from_secs(self.answer_link_ttl_secs.max(1))
+    }
+}

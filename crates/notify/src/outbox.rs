@@ -1,0 +1,480 @@
+//! The durable outbox: a watcher queues one row per notification and target as the relay's
+//! feed shows a request opening or a turn ending (never on the session's path), and a
+//! deliverer sends due rows, each claimed in the store for one attempt, retried with doubling,
+//! jittered delays until it is delivered, no longer worth sending, or given up.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use codex_relay_core::event::TurnEndStatus;
+use codex_relay_core::store::OutboxRecord;
+use codex_relay_core::{Ev, Relay, RelayEvent};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::config::{EventKind, Format, NotifyConfig, Webhook};
+use crate::message::{AnswerLinks, Message};
+use crate::webpush::Vapid;
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// Counters since the relay started, for metrics and the UI.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub queued: AtomicU64,
+    pub delivered: AtomicU64,
+    /// Attempts that failed (each retry counts).
+    pub failed_attempts: AtomicU64,
+    pub given_up: AtomicU64,
+    pub skipped: AtomicU64,
+}
+
+pub(crate) struct Inner {
+    pub relay: Relay,
+    pub config: NotifyConfig,
+    pub public: String,
+    pub http: reqwest::Client,
+    pub vapid: Option<Vapid>,
+    pub wake: tokio::sync::Notify,
+    pub stats: Stats,
+}
+
+/// The push target of a subscription: `push:<endpoint>`.
+const PUSH: &str = "push:";
+/// How long one attempt may hold a row before another deliverer may take it.
+const LEASE_MS: i64 = 30_000;
+/// Attempts in flight at once.
+const PARALLEL: usize = 8;
+
+enum Failure {
+    /// Try again later.
+    Retry(String),
+    /// Do not try again (the target said it is gone, or the row cannot be sent).
+    Permanent(String),
+}
+
+impl Inner {
+    fn targets(&self, event: EventKind) -> impl Iterator<Item = &Webhook> {
+        self.config
+            .webhooks
+            .iter()
+            .filter(move |w| w.events.contains(&event))
+    }
+
+    async fn queue(&self, key: &str, target: &str, msg: &Message) {
+        let now = now_ms();
+        let row = OutboxRecord {
+            id: format!("msg_{key}_{}", short(target)),
+            target: target.to_owned(),
+            event: msg.event().as_str().to_owned(),
+            session_id: Some(msg.session_id.clone()),
+            request_id: msg.request_id.clone(),
+            payload: serde_json::to_string(msg).expect("a message serializes"),
+            created_at: now,
+            attempts: 0,
+            next_at: now,
+            state: "pending".into(),
+            done_at: None,
+            last_error: None,
+        };
+        match self.relay.store().enqueue_notification(&row).await {
+            Ok(()) => {
+                self.stats.queued.fetch_add(1, Ordering::Relaxed);
+                self.wake.notify_one();
+            }
+            Err(e) => tracing::warn!(target, "could not queue a notification: {e}"),
+        }
+    }
+
+    /// Queues what `msg` should reach: the webhooks that want its event and, for requests,
+    /// every browser subscribed to push.
+    async fn fan_out(&self, key: &str, msg: &Message) {
+        for w in self.targets(msg.event()) {
+            self.queue(key, &w.name, msg).await;
+        }
+        if self.config.push && self.vapid.is_some() && msg.event() == EventKind::Request {
+            match self.relay.store().push_subscriptions().await {
+                Ok(subs) => {
+                    for s in subs {
+                        self.queue(key, &format!("{PUSH}{}", s.endpoint), msg).await;
+                    }
+                }
+                Err(e) => tracing::warn!("could not read push subscriptions: {e}"),
+            }
+        }
+    }
+
+    /// Requests open now (at start, after the feed lagged): queued unless they were.
+    async fn catch_up(&self) {
+        for p in self.relay.pending(None) {
+            self.fan_out(&p.id, &Message::request(&p, &self.public))
+                .await;
+        }
+    }
+
+    async fn on_event(&self, session: &str, env: &codex_relay_core::Envelope) {
+        match &env.ev {
+            Ev::RequestOpened { request } => {
+                self.fan_out(&request.id, &Message::request(request, &self.public))
+                    .await;
+            }
+            Ev::RequestResolved { id, .. } => {
+                match self
+                    .relay
+                    .store()
+                    .skip_notifications_for(id, now_ms())
+                    .await
+                {
+                    Ok(n) => {
+                        self.stats.skipped.fetch_add(n, Ordering::Relaxed);
+                    }
+                    Err(e) => tracing::warn!("could not skip notifications: {e}"),
+                }
+            }
+            Ev::TurnEnd { status, error } if env.agent.is_none() => {
+                let failed = match status {
+                    TurnEndStatus::Completed => false,
+                    TurnEndStatus::Failed => true,
+                    TurnEndStatus::Cancelled => return,
+                };
+                let event = if failed {
+                    EventKind::TurnFailed
+                } else {
+                    EventKind::TurnCompleted
+                };
+                if self.targets(event).next().is_none() {
+                    return;
+                }
+                let Ok(snap) = self.relay.status(session) else {
+                    return;
+                };
+                let msg =
+                    Message::turn_end(&snap, failed, error.as_deref(), env.time, &self.public);
+                let key = format!(
+                    "{}_{}",
+                    env.turn.as_deref().unwrap_or("turn"),
+                    event.as_str()
+                );
+                self.fan_out(&key, &msg).await;
+            }
+            _ => {}
+        }
+    }
+
+    fn backoff(&self, attempts: i64) -> i64 {
+        let cap = (self.config.retry_max_delay_secs.max(1) * 1000) as i64;
+        let base = 1000i64
+            .saturating_mul(1 << attempts.clamp(1, 20).saturating_sub(1))
+            .min(cap);
+        // ±20 % jitter, so many rows failing together do not retry together.
+        let mut r = [0u8; 2];
+        getrandom::fill(&mut r).expect("the operating system's random source");
+        let jitter = (u16::from_le_bytes(r) as i64 % 401 - 200) * base / 1000;
+        (base + jitter).max(250)
+    }
+
+    async fn answer_links(&self, msg: &Message) -> Option<AnswerLinks> {
+        if !(self.config.answer_links && msg.answerable) {
+            return None;
+        }
+        let request = msg.request_id.as_deref()?;
+        let ttl = self.config.answer_link_ttl();
+        let token = match self.relay.mint_answer_link(request, ttl).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(request, "no answer link for this notification: {e}");
+                return None;
+            }
+        };
+        let url = |action: &str| {
+            format!(
+                "{}/answer/{request}?t={token}&a={action}",
+                self.public.trim_end_matches('/')
+            )
+        };
+        Some(AnswerLinks {
+            approve: url("approve"),
+            deny: url("deny"),
+            expires_at: now_ms() + ttl.as_millis() as i64,
+        })
+    }
+
+    async fn send(&self, row: &OutboxRecord, msg: &Message) -> Result<(), Failure> {
+        // A request answered in the meantime is not worth a notification any more.
+        if let Some(r) = &msg.request_id
+            && self.relay.pending_by_id(r).is_none()
+        {
+            return Err(Failure::Permanent(
+                "skipped: answered before it was sent".into(),
+            ));
+        }
+        if let Some(endpoint) = row.target.strip_prefix(PUSH) {
+            return self.send_push(endpoint, msg).await;
+        }
+        let Some(w) = self.config.webhooks.iter().find(|w| w.name == row.target) else {
+            return Err(Failure::Permanent(format!(
+                "no webhook named {:?} in the notify file any more",
+                row.target
+            )));
+        };
+        let links = self.answer_links(msg).await;
+        let req = match w.format {
+            Format::Standard => {
+                let body = serde_json::to_vec(&msg.standard(links.as_ref())).expect("JSON");
+                let ts = now_ms() / 1000;
+                let key = w
+                    .secret
+                    .as_deref()
+                    .and_then(|s| crate::standard::secret_bytes(s).ok())
+                    .ok_or_else(|| Failure::Permanent("the webhook's secret is gone".into()))?;
+                self.http
+                    .post(&w.url)
+                    .header("content-type", "application/json")
+                    .header("webhook-id", &row.id)
+                    .header("webhook-timestamp", ts.to_string())
+                    .header(
+                        "webhook-signature",
+                        crate::standard::sign(&key, &row.id, ts, &body),
+                    )
+                    .body(body)
+            }
+            Format::Slack => self
+                .http
+                .post(&w.url)
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&msg.slack(links.as_ref())).expect("JSON")),
+            Format::Ntfy => {
+                let (body, headers) = msg.ntfy(links.as_ref());
+                let mut req = self.http.post(&w.url).body(body);
+                for (k, v) in headers {
+                    req = req.header(k, v);
+                }
+                if let Some(token) = &w.secret {
+                    req = req.bearer_auth(token);
+                }
+                req
+            }
+        };
+        let res = req
+            .send()
+            .await
+            .map_err(|e| Failure::Retry(error_chain(&e)))?;
+        match res.status().as_u16() {
+            200..=299 => Ok(()),
+            410 => Err(Failure::Permanent("the receiver says 410 Gone".into())),
+            code => Err(Failure::Retry(format!("the receiver answered {code}"))),
+        }
+    }
+
+    async fn send_push(&self, endpoint: &str, msg: &Message) -> Result<(), Failure> {
+        let vapid = self
+            .vapid
+            .as_ref()
+            .ok_or_else(|| Failure::Permanent("push is off".into()))?;
+        let subs = self
+            .relay
+            .store()
+            .push_subscriptions()
+            .await
+            .map_err(|e| Failure::Retry(e.to_string()))?;
+        let Some(sub) = subs.into_iter().find(|s| s.endpoint == endpoint) else {
+            return Err(Failure::Permanent("the browser unsubscribed".into()));
+        };
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let decode = |s: &str| b64.decode(s.trim_end_matches('='));
+        let (Ok(key), Ok(auth)) = (decode(&sub.p256dh), decode(&sub.auth)) else {
+            return Err(Failure::Permanent(
+                "the subscription's keys are not base64url".into(),
+            ));
+        };
+        let body = crate::webpush::encrypt(msg.push().to_string().as_bytes(), &key, &auth)
+            .map_err(|e| Failure::Permanent(e.to_string()))?;
+        let res = self
+            .http
+            .post(endpoint)
+            .header("content-encoding", "aes128gcm")
+            .header("content-type", "application/octet-stream")
+            .header("ttl", "3600")
+            .header("urgency", "high")
+            .header("topic", topic(msg))
+            .header(
+                "authorization",
+                vapid.authorization(endpoint, now_ms() / 1000),
+            )
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| Failure::Retry(error_chain(&e)))?;
+        match res.status().as_u16() {
+            200..=299 => Ok(()),
+            404 | 410 => {
+                // RFC 8030: the subscription is gone; forget it.
+                let _ = self.relay.store().delete_push_subscription(endpoint).await;
+                Err(Failure::Permanent(format!(
+                    "the push service says {}: unsubscribed",
+                    res.status()
+                )))
+            }
+            code => Err(Failure::Retry(format!("the push service answered {code}"))),
+        }
+    }
+
+    async fn attempt(self: Arc<Self>, mut row: OutboxRecord) {
+        let outcome = match serde_json::from_str::<Message>(&row.payload) {
+            Ok(msg) => self.send(&row, &msg).await,
+            Err(e) => Err(Failure::Permanent(format!("unreadable payload: {e}"))),
+        };
+        let now = now_ms();
+        row.attempts += 1;
+        match outcome {
+            Ok(()) => {
+                row.state = "delivered".into();
+                row.done_at = Some(now);
+                row.last_error = None;
+                self.stats.delivered.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(id = %row.id, target = %short(&row.target), attempts = row.attempts, waited_ms = now - row.created_at, "notification delivered");
+            }
+            Err(Failure::Permanent(e)) => {
+                row.state = if e.starts_with("skipped") {
+                    "skipped"
+                } else {
+                    "failed"
+                }
+                .into();
+                row.done_at = Some(now);
+                row.last_error = Some(e);
+                if row.state == "skipped" {
+                    self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.stats.given_up.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(Failure::Retry(e)) => {
+                self.stats.failed_attempts.fetch_add(1, Ordering::Relaxed);
+                let give_up = (self.config.give_up_after_secs * 1000) as i64;
+                if now - row.created_at >= give_up {
+                    row.state = "failed".into();
+                    row.done_at = Some(now);
+                    self.stats.given_up.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    row.next_at = now + self.backoff(row.attempts);
+                }
+                tracing::warn!(id = %row.id, target = %short(&row.target), attempts = row.attempts, "notification not delivered: {e}");
+                row.last_error = Some(e);
+            }
+        }
+        if let Err(e) = self.relay.store().update_notification(&row).await {
+            tracing::warn!(id = %row.id, "could not record a delivery: {e}");
+        }
+        self.wake.notify_one();
+    }
+}
+
+/// Push `Topic` (at most 32 URL-safe characters): a newer push for the request replaces it.
+fn topic(msg: &Message) -> String {
+    msg.request_id
+        .as_deref()
+        .unwrap_or(&msg.session_id)
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(32)
+        .collect()
+}
+
+/// A target as shown (a push endpoint is long and says little).
+fn short(target: &str) -> String {
+    match target.strip_prefix(PUSH) {
+        Some(endpoint) => {
+            use sha2::Digest;
+            let h = sha2::Sha256::digest(endpoint.as_bytes());
+            format!("push-{:02x}{:02x}{:02x}{:02x}", h[0], h[1], h[2], h[3])
+        }
+        None => target.to_owned(),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+pub(crate) async fn watch(inner: Arc<Inner>) {
+    let mut rx = inner.relay.subscribe();
+    inner.catch_up().await;
+    loop {
+        match rx.recv().await {
+            Ok(RelayEvent::Logged {
+                session_id,
+                envelope,
+            }) => inner.on_event(&session_id, &envelope).await,
+            Ok(_) => {}
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "the notifier fell behind the feed; catching up");
+                inner.catch_up().await;
+            }
+            Err(RecvError::Closed) => break,
+        }
+    }
+}
+
+pub(crate) async fn deliver(inner: Arc<Inner>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(PARALLEL));
+    loop {
+        let now = now_ms();
+        match inner
+            .relay
+            .store()
+            .due_notifications(now, PARALLEL as i64)
+            .await
+        {
+            Ok(rows) => {
+                for row in rows {
+                    let Ok(permit) = slots.clone().acquire_owned().await else {
+                        return;
+                    };
+                    match inner
+                        .relay
+                        .store()
+                        .claim_notification(&row.id, row.next_at, now + LEASE_MS)
+                        .await
+                    {
+                        Ok(true) => {
+                            let inner = inner.clone();
+                            tokio::spawn(async move {
+                                inner.attempt(row).await;
+                                drop(permit);
+                            });
+                        }
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!("could not claim a notification: {e}"),
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("could not read the outbox: {e}"),
+        }
+        let next = inner
+            .relay
+            .store()
+            .next_notification_at()
+            .await
+            .ok()
+            .flatten();
+        let wait = next.map_or(1000, |t| (t - now_ms()).clamp(20, 1000));
+        tokio::select! {
+            _ = inner.wake.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
+        }
+    }
+}
