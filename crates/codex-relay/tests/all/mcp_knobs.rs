@@ -1,7 +1,8 @@
 //! Every row of the README's settings table, on `codex-relay serve`: each setting that has an
 //! environment variable is set through it here and takes effect (seen in the `engine settings`
 //! log line, or in what the relay does); with nothing set, the documented defaults apply. The
-//! cluster rows need a Postgres store: they are `cluster_knobs.rs`.
+//! cluster rows need a Postgres store: they are `cluster_knobs.rs`; rules, notifications and
+//! the login refresh are `rules_notify_knobs.rs`.
 //!
 //! Where each row is checked (a flag without a variable is checked through the flag):
 //!
@@ -19,6 +20,7 @@
 //! | `--log-level` | debug lines at `debug`; default `warn` | |
 //! | `--data-dir`, `--db` | where the store is; defaults `~/.local/share/codex-relay/relay.db` | |
 //! | `--instance-id`, `--advertise-url`, `--lease-ms`, `--no-cluster` | | `cluster_knobs.rs` (the variables and defaults); `cluster.rs` uses `--instance-id` and `--lease-ms` as flags |
+//! | `--login-refresh`, `--rules`, `--notify` | | `rules_notify_knobs.rs` (the variables and defaults); `http_rules.rs`, `http_answer_links.rs` use `--rules` and `--notify`; core's `login.rs` the refresher itself |
 //! | `--max-load` | | `cluster_knobs.rs` (the second session starts on the other instance; the default, no limit, is not checked) |
 //! | `--listen` | port 0 on loopback; default `127.0.0.1:7878` | |
 //! | `CODEX_RELAY_TOKEN` | no token: 401, the token: 200; default: made, shown once, hash kept | `secure_by_default.rs` (too short, never `--token`) |
