@@ -657,6 +657,8 @@ impl Relay {
             _ = failing_too_long => {
                 tracing::error!(fault = store.stats().fault().unwrap_or_default(),
                     "the store still cannot take writes; giving up what it holds to shut down");
+                // The cluster's tasks hold pool connections that closing the pool waits for.
+                crate::cluster::stop(self);
                 store.close().await
             }
         };

@@ -12,7 +12,19 @@ use sqlx::postgres::PgListener;
 use super::{Cluster, mailbox, sql};
 use crate::relay::{Relay, RelayInner};
 
+/// Runs until the relay shuts down, whatever it is waiting on then (a connection from a pool
+/// that is being closed included): the listener's connection goes back to the pool at once.
 pub(crate) async fn run(inner: Weak<RelayInner>) {
+    let Some(mut stop) = cluster(&inner).map(|c| c.stop.subscribe()) else {
+        return;
+    };
+    tokio::select! {
+        () = listen(inner) => {}
+        _ = stop.wait_for(|s| *s) => {}
+    }
+}
+
+async fn listen(inner: Weak<RelayInner>) {
     let mut backoff = Duration::from_millis(100);
     loop {
         let Some(c) = cluster(&inner) else { return };

@@ -574,7 +574,14 @@ impl Store {
             }
             Err(_) => Ok(()),
         };
-        on_pool!(&self.inner.pool, |p| p.close().await);
+        // Bounded: closing waits for every connection still checked out.
+        let closing = async { on_pool!(&self.inner.pool, |p| p.close().await) };
+        if tokio::time::timeout(std::time::Duration::from_secs(3), closing)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the store's connections were not all returned within 3 s of closing");
+        }
         self.note_losses();
         if self.inner.at_risk_noted.swap(false, Ordering::Relaxed) {
             // The writer is done: what was at risk is committed, or given up and in the note
