@@ -140,12 +140,15 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let vapid_key = vapid.as_ref().map(|v| v.public_key());
-    let notifier = codex_relay_notify::Notifier::start(
-        relay.clone(),
-        notify,
-        &format!("http://{addr}"),
-        vapid,
-    )?;
+    // Links in notifications point where this instance is reached: its advertised URL in a
+    // cluster, else where it listens (the notify config's `public_url` wins over both).
+    let link_base = args
+        .engine
+        .cluster
+        .advertise_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"));
+    let notifier = codex_relay_notify::Notifier::start(relay.clone(), notify, &link_base, vapid)?;
     let app = args
         .http
         .app(&relay, credentials.clone(), fronts, hosts, vapid_key);

@@ -33,6 +33,22 @@ pub(crate) async fn load_rules(
     store: &Store,
     file: Option<&[RuleSpec]>,
 ) -> Result<Rules, RelayError> {
+    let rules = Rules::default();
+    rules.replace(compile_rules(store, file).await?);
+    Ok(rules)
+}
+
+/// Reads the stored rules again, in place: another instance of the cluster changed them.
+pub(crate) async fn reload_rules(relay: &Relay) -> Result<(), RelayError> {
+    let fresh = compile_rules(&relay.inner.store, None).await?;
+    relay.inner.broker.rules().replace(fresh);
+    Ok(())
+}
+
+async fn compile_rules(
+    store: &Store,
+    file: Option<&[RuleSpec]>,
+) -> Result<Vec<Compiled>, RelayError> {
     let now = now_ms();
     let mut kept = Vec::new();
     for row in store.rules().await? {
@@ -78,9 +94,7 @@ pub(crate) async fn load_rules(
         store.upsert_rule(&record(&compiled.rule)).await?;
         kept.push(compiled);
     }
-    let rules = Rules::default();
-    rules.replace(kept);
-    Ok(rules)
+    Ok(kept)
 }
 
 impl Relay {
@@ -112,6 +126,7 @@ impl Relay {
         };
         self.inner.store.upsert_rule(&record(&rule)).await?;
         rules.put(Compiled::new(rule.clone()).map_err(RelayError::Rule)?);
+        crate::cluster::rules_changed(self).await;
         tracing::info!(rule = %rule.spec.name, action = rule.spec.action.as_str(), "rule saved");
         Ok(rule)
     }
@@ -127,6 +142,7 @@ impl Relay {
             Some(_) => {
                 self.inner.store.delete_rule(name).await?;
                 rules.remove(name);
+                crate::cluster::rules_changed(self).await;
                 tracing::info!(rule = %name, "rule deleted");
                 Ok(())
             }

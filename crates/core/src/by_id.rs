@@ -25,18 +25,21 @@ impl Relay {
         match self.pending_by_id(request_id) {
             Some(p) => self.respond(&p.session_id, request_id, answer, by).await,
             None => {
-                // In a cluster, another instance may know it (resolved there, or not mirrored
-                // here yet): its session's owner answers.
-                if let Some(session) = self.session_of_request(request_id).await
+                // Not open here: the broker tells a request it resolved from one it never had.
+                let here = self
+                    .inner
+                    .broker
+                    .answer("", request_id, answer.clone(), ResolvedBy::Front(by.into()))
+                    .await;
+                // In a cluster, another instance may have it (open or resolved there, perhaps
+                // not mirrored here yet): its session's owner answers.
+                if matches!(here, Err(RelayError::UnknownRequest { .. }))
+                    && let Some(session) = self.session_of_request(request_id).await
                     && self.session(&session).await.is_ok_and(|h| h.remote)
                 {
                     return self.respond(&session, request_id, answer, by).await;
                 }
-                // Not open: the broker tells a resolved request from an unknown one.
-                self.inner
-                    .broker
-                    .answer("", request_id, answer, ResolvedBy::Front(by.into()))
-                    .await
+                here
             }
         }
     }

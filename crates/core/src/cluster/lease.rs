@@ -57,6 +57,7 @@ pub(crate) async fn join(relay: &Relay) -> Result<Option<HashSet<String>>, Relay
         sync: Default::default(),
         monitor: Default::default(),
         taking_over: Default::default(),
+        reading_rules: Default::default(),
         stop: tokio::sync::watch::channel(false).0,
     });
     let _ = relay.inner.cluster.set(cluster);

@@ -1,7 +1,7 @@
 //! The notification loop: one `LISTEN` connection per instance. Notices are small and name what
 //! changed; the rows are read from the tables. `e <seq> <session>`: a session's log grew (its
 //! mirror catches up); `c <id> <target>`: a command for `target`; `d <id>`: a command was
-//! answered; `i <instance>`: an instance left or was taken over. Notices sent while the
+//! answered; `i <instance>`: an instance left or was taken over; `r`: the rules changed. Notices sent while the
 //! connection was down are lost, so every (re)connection catches everything up.
 
 use std::sync::{Arc, Weak};
@@ -70,6 +70,18 @@ async fn listen(inner: Weak<RelayInner>) {
     }
 }
 
+async fn reload_rules(relay: Relay) {
+    let Some(c) = relay.cluster().cloned() else {
+        return;
+    };
+    let _one = c.reading_rules.lock().await;
+    if let Err(e) = crate::approvals::reload_rules(&relay).await {
+        tracing::warn!(
+            "reading the rules another instance changed failed (the next change or reconnection reads them again): {e}"
+        );
+    }
+}
+
 fn cluster(inner: &Weak<RelayInner>) -> Option<Arc<Cluster>> {
     inner.upgrade()?.cluster.get().cloned()
 }
@@ -106,6 +118,9 @@ fn dispatch(inner: &Weak<RelayInner>, payload: &str) {
             }
         }
         (Some("i"), Some(_instance), None) => c.monitor.notify_one(),
+        (Some("r"), None, None) => {
+            tokio::spawn(reload_rules(relay));
+        }
         _ => tracing::debug!(payload, "an unknown cluster notice"),
     }
 }
@@ -132,6 +147,8 @@ async fn catch_up_all(inner: &Weak<RelayInner>) {
             .for_each(|id| c.sync.push(id)),
         Err(e) => tracing::warn!("listing other instances' sessions failed: {e}"),
     }
+    // Rules changed while this instance was not listening.
+    reload_rules(relay.clone()).await;
     match sql::waiting_commands(&c.pool, &c.id).await {
         Ok(ids) => {
             for id in ids {

@@ -87,6 +87,8 @@ pub(crate) struct Cluster {
     monitor: Notify,
     /// One take-over at a time in this instance.
     taking_over: tokio::sync::Mutex<()>,
+    /// One reading of the rules at a time, so the last notice's reading is the one kept.
+    reading_rules: tokio::sync::Mutex<()>,
     /// Set when the relay shuts down: the cluster's tasks end.
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -96,6 +98,17 @@ impl Cluster {
     pub(crate) async fn stopped(&self) {
         let mut rx = self.stop.subscribe();
         let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+/// Tells every instance that the rules changed: each reads them again from the store (a rule
+/// saved or deleted through one instance applies to requests opening on any).
+pub(crate) async fn rules_changed(relay: &Relay) {
+    let Some(c) = relay.cluster() else { return };
+    if let Err(e) = sql::notice(&c.pool, &c.fence.channel, "r").await {
+        tracing::warn!(
+            "could not tell the other instances that the rules changed (they read them again when their notice connection next reconnects): {e}"
+        );
     }
 }
 

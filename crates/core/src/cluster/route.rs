@@ -3,6 +3,7 @@
 //! load; a request is answered where it was asked.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -14,7 +15,9 @@ use crate::relay::{CreateOptions, Relay, RelayInner};
 use crate::session::{SayOutcome, SessionHandle, SessionShared};
 
 /// How long a session whose owner recorded it may take to reach the store.
-const FIRST_COMMIT: std::time::Duration = std::time::Duration::from_secs(2);
+const FIRST_COMMIT: Duration = Duration::from_secs(2);
+/// How long a request id the store does not have is looked for again before it is unknown.
+const UNSEEN_REQUEST_WAIT: Duration = Duration::from_secs(1);
 
 impl RelayInner {
     /// Drops a session from this relay's map (its actor, if any, is left to end).
@@ -222,9 +225,21 @@ impl Relay {
     }
 
     /// The session a request id belongs to, from the store (a request of another instance's
-    /// session this one has not mirrored, or one already resolved).
+    /// session this one has not mirrored, or one already resolved). A client can see a request
+    /// on its owner's live stream before the owner commits it, and answer through another
+    /// instance at once: an id the store does not have is looked for again for up to
+    /// [`UNSEEN_REQUEST_WAIT`] before it is called unknown.
     pub(crate) async fn session_of_request(&self, request: &str) -> Option<String> {
         let c = self.cluster()?;
-        sql::session_of_request(&c.pool, request).await.ok()?
+        let until = tokio::time::Instant::now() + UNSEEN_REQUEST_WAIT;
+        loop {
+            if let Some(session) = sql::session_of_request(&c.pool, request).await.ok()? {
+                return Some(session);
+            }
+            if tokio::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
 }

@@ -262,6 +262,16 @@ pub(super) async fn events_after(
     .await
 }
 
+/// A notice to every instance.
+pub(super) async fn notice(pool: &PgPool, channel: &str, payload: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(channel)
+        .bind(payload)
+        .execute(pool)
+        .await
+        .map(|_| ())
+}
+
 /// Every instance, as [`InstanceView`]s.
 pub(super) async fn instances<'c>(
     db: impl sqlx::PgExecutor<'c>,
