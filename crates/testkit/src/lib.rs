@@ -8,7 +8,7 @@
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`oauth`]: a fake ChatGPT OAuth token endpoint (rotating refresh tokens, counted).
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
-//! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CODEX_RELAY_NO_SKIPS=1` refuses).
+//! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CI=true` refuses).
 //! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
 //! - [`tcp_proxy`]: a TCP proxy a test cuts and mends (a network cut to Postgres).
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.

@@ -5,8 +5,8 @@
 //! it shows even though libtest captures what passing tests print, and, when
 //! [`DIR_ENV`] names a directory (`./scripts/test` sets it to `target/test-skips`, emptied at
 //! the start of each run), one line `package<TAB>test<TAB>reason` is appended to a file there.
-//! `./scripts/test` lists every recorded skip at the end with the count, and with
-//! `CODEX_RELAY_NO_SKIPS=1` fails the run for any skip that `CODEX_RELAY_ALLOW_SKIPS` does not name.
+//! `./scripts/test` lists every recorded skip at the end with the count, and under `CI=true`
+//! fails the run for any skip that `CODEX_RELAY_ALLOW_SKIPS` does not name.
 
 use std::io::Write;
 
@@ -23,7 +23,7 @@ pub fn skip(reason: impl std::fmt::Display) {
     let reason = one_line(&reason.to_string());
     let _ = writeln!(
         std::io::stderr(),
-        "\n*** SKIPPED {package} {test}: {reason}\n*** (counted by ./scripts/test; CODEX_RELAY_NO_SKIPS=1 makes it fail the run unless CODEX_RELAY_ALLOW_SKIPS names it)\n"
+        "\n*** SKIPPED {package} {test}: {reason}\n*** (counted by ./scripts/test; under CI=true it fails the run unless CODEX_RELAY_ALLOW_SKIPS names it)\n"
     );
     if let Some(dir) = std::env::var_os(DIR_ENV).filter(|d| !d.is_empty()) {
         record(
