@@ -6,12 +6,53 @@ use crate::answer::Answer;
 use crate::broker::{PendingView, Resolution};
 use crate::error::RelayError;
 use crate::relay::Relay;
-use crate::views::ResolvedBy;
 
 impl Relay {
-    /// The open request with this id, in any session.
+    /// The open request with this id, in any session this relay knows.
     pub fn pending_by_id(&self, request_id: &str) -> Option<PendingView> {
         self.pending(None).into_iter().find(|p| p.id == request_id)
+    }
+
+    /// The open request with this id, in any session. In a cluster this includes a request
+    /// another instance opened a moment ago and this one has not mirrored yet: it is looked
+    /// for in the store (waiting up to a second for its commit) and its session's mirror is
+    /// caught up.
+    pub async fn find_pending(&self, request_id: &str) -> Option<PendingView> {
+        if let Some(p) = self.pending_by_id(request_id) {
+            return Some(p);
+        }
+        let (session, None) = self.stored_request(request_id, true).await? else {
+            return None;
+        };
+        if self.session(&session).await.ok()?.remote
+            && let Err(e) = self.catch_up_mirror(&session).await
+        {
+            tracing::warn!(session = %session, "a mirror could not catch up: {e}");
+        }
+        self.pending_by_id(request_id)
+    }
+
+    /// Why a request is not open, answering nothing: `AlreadyResolved` (with who resolved
+    /// it, from this relay's broker or, in a cluster, the store) or `UnknownRequest`.
+    pub async fn not_open(&self, request_id: &str) -> RelayError {
+        let resolved = match self.inner.broker.resolution(request_id) {
+            Some(r) => Some(r),
+            None => self
+                .stored_request(request_id, false)
+                .await
+                .and_then(|(_, r)| r),
+        };
+        match resolved {
+            Some(r) => RelayError::AlreadyResolved {
+                id: request_id.to_owned(),
+                decision: r.decision.as_str().to_owned(),
+                by: r.by.as_str().to_owned(),
+            },
+            None => RelayError::UnknownRequest {
+                session: String::new(),
+                request: request_id.to_owned(),
+            },
+        }
     }
 
     /// Answers a pending request of any session; the first answer wins. A request that is no
@@ -22,25 +63,9 @@ impl Relay {
         answer: Answer,
         by: &str,
     ) -> Result<Resolution, RelayError> {
-        match self.pending_by_id(request_id) {
+        match self.find_pending(request_id).await {
             Some(p) => self.respond(&p.session_id, request_id, answer, by).await,
-            None => {
-                // Not open here: the broker tells a request it resolved from one it never had.
-                let here = self
-                    .inner
-                    .broker
-                    .answer("", request_id, answer.clone(), ResolvedBy::Front(by.into()))
-                    .await;
-                // In a cluster, another instance may have it (open or resolved there, perhaps
-                // not mirrored here yet): its session's owner answers.
-                if matches!(here, Err(RelayError::UnknownRequest { .. }))
-                    && let Some(session) = self.session_of_request(request_id).await
-                    && self.session(&session).await.is_ok_and(|h| h.remote)
-                {
-                    return self.respond(&session, request_id, answer, by).await;
-                }
-                here
-            }
+            None => Err(self.not_open(request_id).await),
         }
     }
 }

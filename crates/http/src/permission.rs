@@ -214,14 +214,13 @@ pub async fn respond(
     State(st): State<AppState>,
     Body(r): Body<PermissionResponse>,
 ) -> Result<Json<PermissionResolved>, ApiError> {
-    let resolution = match st.relay.pending_by_id(&r.id) {
-        Some(p) => {
-            let answer = answer(&p, &r)?;
-            st.relay.respond(&p.session_id, &r.id, answer, BY).await?
-        }
+    // In a cluster the request may be one another instance opened a moment ago.
+    let Some(p) = st.relay.find_pending(&r.id).await else {
         // Gone: the engine says whether it was resolved (409) or never existed (404).
-        None => st.relay.respond_by_id(&r.id, Answer::Cancel, BY).await?,
+        return Err(st.relay.not_open(&r.id).await.into());
     };
+    let answer = answer(&p, &r)?;
+    let resolution = st.relay.respond(&p.session_id, &r.id, answer, BY).await?;
     Ok(Json(PermissionResolved {
         id: resolution.id,
         decision: resolution.decision.as_str().to_owned(),

@@ -1,7 +1,8 @@
 //! Approval rules in a cluster (two `serve` instances on one Postgres, real Codex 0.169, the
 //! scripted model): a deny rule saved through B answers a request that opens on A, with the
 //! rule named as who answered and its reason; once the rule is deleted through B, the same
-//! command on A waits for a human again, who answers through B.
+//! command on A waits for a human again, who denies it through B the moment A shows it: the
+//! deny (not some other answer) is what A's Codex gets.
 
 use crate::common::Bed;
 use crate::http_support::{Client, Event};
@@ -133,13 +134,19 @@ async fn cluster_postgres_a_rule_saved_through_one_instance_answers_on_another()
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    // `deny` on this endpoint declines and stops the turn (`cancel`).
-    let second = s
-        .until(TURN, |e| e.event == "envelope" && ev_t(e) == "turn-end")
-        .await;
+    assert_eq!(r.json()["decision"], "deny", "{}", r.text());
+    // The human's deny, given through B as soon as A showed the request, is what A's Codex
+    // got: the command declined, the turn goes on to its end.
+    let second = s.until(TURN, |e| is_status(e, "idle")).await;
     assert_eq!(
         resolved(&second),
-        vec![("http".to_owned(), "cancel".to_owned())]
+        vec![("http".to_owned(), "deny".to_owned())]
+    );
+    assert!(
+        second
+            .iter()
+            .any(|e| e.json()["ev"]["text"] == "asked this time"),
+        "the turn went on after the deny"
     );
     drop(s);
     drop((a, b));

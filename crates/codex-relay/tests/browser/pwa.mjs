@@ -194,10 +194,16 @@ async function run() {
         if (r) { clearTimeout(t); resolve(r.registrationId); }
       });
     });
-    await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(base).origin, registrationId, data: payload });
+    // Delivered once the worker is active; again every 2 s while nothing shows (a push
+    // delivered while the worker was still starting can be dropped on a busy machine).
+    await page.evaluate(async () => { await navigator.serviceWorker.ready; });
+    const deliver = () => cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(base).origin, registrationId, data: payload });
+    await deliver();
+    let delivered = Date.now();
     const deadline = Date.now() + STEP;
     let shown = null;
     while (!shown && Date.now() < deadline) {
+      if (Date.now() - delivered > 2000) { await deliver(); delivered = Date.now(); }
       shown = await page.evaluate(async () => {
         const reg = await navigator.serviceWorker.ready;
         const list = await reg.getNotifications();

@@ -224,22 +224,34 @@ impl Relay {
         mailbox::to_owner_as(self, session, op).await
     }
 
-    /// The session a request id belongs to, from the store (a request of another instance's
-    /// session this one has not mirrored, or one already resolved). A client can see a request
-    /// on its owner's live stream before the owner commits it, and answer through another
-    /// instance at once: an id the store does not have is looked for again for up to
-    /// [`UNSEEN_REQUEST_WAIT`] before it is called unknown.
-    pub(crate) async fn session_of_request(&self, request: &str) -> Option<String> {
+    /// A request as the store has it: its session, and how it ended if it did (a request of
+    /// another instance's session this one has not mirrored, or one already resolved). A
+    /// client can see a request on its owner's live stream before the owner commits it, and
+    /// answer through another instance at once: with `wait`, an id the store does not have is
+    /// looked for again for up to [`UNSEEN_REQUEST_WAIT`] before it is called unknown.
+    pub(crate) async fn stored_request(
+        &self,
+        request: &str,
+        wait: bool,
+    ) -> Option<(String, Option<Resolution>)> {
         let c = self.cluster()?;
         let until = tokio::time::Instant::now() + UNSEEN_REQUEST_WAIT;
         loop {
-            if let Some(session) = sql::session_of_request(&c.pool, request).await.ok()? {
-                return Some(session);
+            if let Some((session, resolution)) =
+                sql::session_of_request(&c.pool, request).await.ok()?
+            {
+                let resolution = resolution.and_then(|r| serde_json::from_str(&r).ok());
+                return Some((session, resolution));
             }
-            if tokio::time::Instant::now() >= until {
+            if !wait || tokio::time::Instant::now() >= until {
                 return None;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
+    }
+
+    /// Catches the mirror of session `id` up with what its owner committed.
+    pub(crate) async fn catch_up_mirror(&self, id: &str) -> Result<(), RelayError> {
+        mirror::catch_up(self, id).await
     }
 }

@@ -212,12 +212,13 @@ pub(super) async fn owner_of(
     Ok(row.map(|r| (r.get("owner"), r.get("live"))))
 }
 
-/// The session a request belongs to, from the stored requests.
+/// The session a request belongs to and its resolution (JSON) once resolved, from the stored
+/// requests.
 pub(super) async fn session_of_request(
     pool: &PgPool,
     request: &str,
-) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT session_id FROM pending WHERE id = $1")
+) -> Result<Option<(String, Option<String>)>, sqlx::Error> {
+    sqlx::query_as("SELECT session_id, resolution FROM pending WHERE id = $1")
         .bind(request)
         .fetch_optional(pool)
         .await
