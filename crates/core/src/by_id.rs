@@ -1,9 +1,8 @@
-//! Answering a pending request known only by its id (the reference-001 HTTP contract names no
-//! session): the broker (or, in a cluster, the store) finds its session; a request that is gone
-//! says whether it was resolved.
+//! Finding a pending request known only by its id (the reference-001 HTTP contract names no
+//! session): this relay's sessions (or, in a cluster, the store) have it; a request that is
+//! gone says whether it was resolved. The front then answers it with `respond`.
 
-use crate::answer::Answer;
-use crate::broker::{PendingView, Resolution};
+use crate::broker::PendingView;
 use crate::error::RelayError;
 use crate::relay::Relay;
 
@@ -52,20 +51,6 @@ impl Relay {
                 session: String::new(),
                 request: request_id.to_owned(),
             },
-        }
-    }
-
-    /// Answers a pending request of any session; the first answer wins. A request that is no
-    /// longer open gives `AlreadyResolved` (with who resolved it) or `UnknownRequest`.
-    pub async fn respond_by_id(
-        &self,
-        request_id: &str,
-        answer: Answer,
-        by: &str,
-    ) -> Result<Resolution, RelayError> {
-        match self.find_pending(request_id).await {
-            Some(p) => self.respond(&p.session_id, request_id, answer, by).await,
-            None => Err(self.not_open(request_id).await),
         }
     }
 }

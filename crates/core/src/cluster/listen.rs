@@ -1,8 +1,9 @@
 //! The notification loop: one `LISTEN` connection per instance. Notices are small and name what
 //! changed; the rows are read from the tables. `e <seq> <session>`: a session's log grew (its
 //! mirror catches up); `c <id> <target>`: a command for `target`; `d <id>`: a command was
-//! answered; `i <instance>`: an instance left or was taken over; `r`: the rules changed. Notices sent while the
-//! connection was down are lost, so every (re)connection catches everything up.
+//! answered; `i <instance>`: an instance left or was taken over; `r`: the rules changed.
+//! Notices sent while the connection was down are lost, so every (re)connection catches
+//! everything up.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
