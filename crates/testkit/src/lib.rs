@@ -10,6 +10,7 @@
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
 //! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CI=true` refuses).
 //! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
+//! - [`loopback`]: an axum app on an ephemeral loopback port while its guard lives.
 //! - [`tcp_proxy`]: a TCP proxy a test cuts and mends (a network cut to Postgres).
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
@@ -18,6 +19,7 @@ pub mod exec;
 pub mod fixtures;
 pub mod home;
 pub mod install;
+pub mod loopback;
 pub mod model;
 pub mod oauth;
 pub mod postgres;

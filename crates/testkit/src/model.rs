@@ -292,7 +292,7 @@ struct Shared {
 pub struct ModelServer {
     shared: Arc<Shared>,
     url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _serving: crate::loopback::Serving,
 }
 
 impl ModelServer {
@@ -306,22 +306,12 @@ impl ModelServer {
             .route("/v1/responses", post(responses))
             .route("/v1/models", get(models))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind model server");
-        let addr = listener.local_addr().expect("local addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let serving = crate::loopback::serve(app, "model server").await;
+        let addr = serving.addr;
         Self {
             shared,
             url: format!("http://{addr}/v1"),
-            _stop: stop,
+            _serving: serving,
         }
     }
 

@@ -69,7 +69,7 @@ impl OAuthState {
 pub struct OAuthServer {
     state: Arc<Mutex<OAuthState>>,
     url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _serving: crate::loopback::Serving,
 }
 
 impl OAuthServer {
@@ -87,22 +87,12 @@ impl OAuthServer {
         let app = Router::new()
             .route("/oauth/token", post(token))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind oauth server");
-        let addr = listener.local_addr().expect("local addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let serving = crate::loopback::serve(app, "oauth server").await;
+        let addr = serving.addr;
         Self {
             state,
             url: format!("http://{addr}/oauth/token"),
-            _stop: stop,
+            _serving: serving,
         }
     }
 
