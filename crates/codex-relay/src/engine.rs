@@ -79,6 +79,9 @@ impl EngineArgs {
     }
 
     pub fn relay_config(&self) -> anyhow::Result<RelayConfig> {
+        if let Some(db) = &self.db {
+            refuse_password_on_command_line(db)?;
+        }
         let mut config = self.builder().relay_config()?;
         config.crash_policy.max_crashes = self.codex_crash_limit.max(1);
         config.crash_policy.window = Duration::from_millis(self.codex_crash_window_ms);
@@ -127,6 +130,40 @@ impl EngineArgs {
 }
 
 /// Resolves on SIGINT or SIGTERM.
+/// A Postgres password given with `--db` is refused, as `--token` is: a command line is
+/// readable by every process of the machine (`/proc/<pid>/cmdline`), the commands Codex runs
+/// included, and with the database a command could write an answer to its own approval.
+/// `CODEX_RELAY_DB` carries it instead (Codex never gets the relay's `CODEX_RELAY_*`
+/// variables, and the relay's environment is out of other processes' reach).
+fn refuse_password_on_command_line(db: &str) -> anyhow::Result<()> {
+    let from_env = std::env::var("CODEX_RELAY_DB").is_ok_and(|v| v == db);
+    if !from_env && postgres_password(db) {
+        anyhow::bail!(
+            "--db with a password is not accepted: a command line is readable by every process on this machine (/proc/<pid>/cmdline), the commands Codex runs included. Put the URL in CODEX_RELAY_DB instead"
+        );
+    }
+    Ok(())
+}
+
+/// Whether a postgres:// URL carries a password (in its user info or as `password=`).
+fn postgres_password(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+    else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let in_user_info = authority
+        .rsplit_once('@')
+        .and_then(|(user_info, _)| user_info.split_once(':'))
+        .is_some_and(|(_, password)| !password.is_empty());
+    let in_query = rest
+        .split_once('?')
+        .is_some_and(|(_, query)| query.split('&').any(|kv| kv.starts_with("password=")));
+    in_user_info || in_query
+}
+
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = match signal(SignalKind::terminate()) {
@@ -140,5 +177,24 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_password_in_a_postgres_url_is_found_wherever_it_is() {
+        for (url, has) in [
+            ("postgres://relay:s3cret@db:5432/relay", true),
+            ("postgresql://relay:p%40ss@db/relay?sslmode=require", true),
+            ("postgres://relay@db/relay?sslmode=require&password=x", true),
+            ("postgres://relay@db:5432/relay", false),
+            ("postgres://db/relay?user=relay", false),
+            ("postgres://relay:@db/relay", false),
+            ("/var/lib/relay/relay.db", false),
+            ("sqlite://relay:x@relay.db", false),
+        ] {
+            assert_eq!(super::postgres_password(url), has, "{url}");
+        }
     }
 }

@@ -200,6 +200,29 @@ async fn tokens_come_from_the_environment_or_a_file_never_the_command_line() {
         err.contains("/proc/<pid>/cmdline") && err.contains("--token-file"),
         "{err}"
     );
+    // A database password on the command line is refused for the same reason.
+    let mut with_password = args(&bed, &data, &[]);
+    let db = with_password.iter().position(|a| a == "--db").unwrap() + 1;
+    with_password[db] = "postgres://relay:s3cret@127.0.0.1:1/relay".into();
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new(RELAY)
+            .arg("serve")
+            .args(with_password)
+            .env_clear()
+            .envs(base_env())
+            .env("CODEX_RELAY_TOKEN", "a-long-enough-token-value")
+            .output(),
+    )
+    .await
+    .expect("it exits at once")
+    .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/proc/<pid>/cmdline") && err.contains("CODEX_RELAY_DB"),
+        "{err}"
+    );
     let mut env = base_env();
     env.push(("CODEX_RELAY_TOKEN", "short".into()));
     let err = run(vec![], env).await;
