@@ -32,10 +32,15 @@ impl CodexHome {
     pub fn with_options(model_base_url: &str, opts: &HomeOptions) -> Self {
         // Not under /tmp: Codex refuses to create its helper aliases in temporary directories.
         let base = crate::install::cache_root().join("test-homes");
-        std::fs::create_dir_all(&base).expect("create test-homes directory");
+        Self::with_options_in(&base, model_base_url, opts)
+    }
+
+    /// The same, in a directory of `base` (made if missing).
+    pub fn with_options_in(base: &Path, model_base_url: &str, opts: &HomeOptions) -> Self {
+        std::fs::create_dir_all(base).expect("create test-homes directory");
         let dir = tempfile::Builder::new()
             .prefix("home-")
-            .tempdir_in(&base)
+            .tempdir_in(base)
             .expect("create CODEX_HOME");
         let home = dir.path().join("codex-home");
         let workspace = dir.path().join("workspace");

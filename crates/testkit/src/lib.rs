@@ -7,6 +7,7 @@
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`oauth`]: a fake ChatGPT OAuth token endpoint (rotating refresh tokens, counted).
+//! - [`ordinary`]: the ordinary (non-root) user security tests run the relay as.
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
 //! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CI=true` refuses).
 //! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
@@ -22,6 +23,7 @@ pub mod install;
 pub mod loopback;
 pub mod model;
 pub mod oauth;
+pub mod ordinary;
 pub mod postgres;
 pub mod procs;
 pub mod skip;

@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use codex_relay_testkit::ordinary::Ordinary;
 use codex_relay_testkit::{CodexHome, ModelServer};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -104,6 +105,24 @@ impl HttpRelay {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Self::spawn(cmd).await
+    }
+
+    /// `codex-relay serve` as the ordinary test user ([`Bed::ordinary`]), with exactly this
+    /// environment plus `HOME` (the bed's `user-home`), `USER` and a `PATH` of the system's
+    /// directories only (root's own may not be reachable by that user).
+    pub async fn start_ordinary(bed: &Bed, args: &[&str], env: &[(&str, String)]) -> HttpRelay {
+        let user = Ordinary::get().expect("Bed::ordinary made the user");
+        let mut cmd = Command::new(user.exe(Path::new(RELAY)));
+        cmd.arg("serve").args(args).env_clear();
+        if !args.contains(&"--no-auth") && !env.iter().any(|(k, _)| *k == "CODEX_RELAY_TOKEN") {
+            cmd.env("CODEX_RELAY_TOKEN", codex_relay_testkit::RELAY_TEST_TOKEN);
+        }
+        cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        user.apply(&mut cmd, &bed.home.root().join("user-home"));
         Self::spawn(cmd).await
     }
 
@@ -360,6 +379,24 @@ impl Bed {
         let home = CodexHome::with_options(model.url(), &opts);
         let codex = codex_relay_testkit::codex_bin(version).expect("pinned Codex installs");
         Bed { model, home, codex }
+    }
+
+    /// As [`Bed::with_toml`], for a relay run as the ordinary test user
+    /// ([`codex_relay_testkit::ordinary`]): its Codex and `CODEX_HOME` where that user can
+    /// reach them, the home owned by it, and a `HOME` of its own (`user-home` in the root).
+    /// `Err` says why there is no such user (the caller skips loudly).
+    pub async fn ordinary(version: &str, extra_toml: &str) -> Result<Bed, String> {
+        let user = Ordinary::get()?;
+        let model = ModelServer::start().await;
+        let opts = codex_relay_testkit::HomeOptions {
+            extra_toml: extra_toml.into(),
+            ..Default::default()
+        };
+        let home = user.home(model.url(), &opts);
+        std::fs::create_dir_all(home.root().join("user-home")).expect("the user's HOME");
+        user.chown(home.root());
+        let codex = user.codex(version);
+        Ok(Bed { model, home, codex })
     }
 
     pub fn args(&self, approval_timeout_ms: u64) -> Vec<String> {

@@ -42,6 +42,7 @@ mod mcp_rust_client;
 mod mcp_stdin_not_a_pipe;
 mod mcp_subagents;
 mod npm_package;
+mod ordinary_user;
 mod rules_notify_knobs;
 mod run_cli;
 mod secure_by_default;
