@@ -315,6 +315,9 @@ impl Driver {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut cursor = 0;
         let mut events = Vec::new();
+        // `waitMs` returns at once when no turn runs: then wait a little longer each time, so
+        // a condition that never comes costs a few polls a second, not thousands.
+        let mut idle = Duration::from_millis(50);
         loop {
             let s = self
                 .ok(
@@ -322,10 +325,18 @@ impl Driver {
                     json!({"sessionId": session, "cursor": cursor, "waitMs": 5000}),
                 )
                 .await;
-            events.extend(s["events"].as_array().cloned().unwrap_or_default());
+            let new = s["events"].as_array().cloned().unwrap_or_default();
+            let quiet = new.is_empty();
+            events.extend(new);
             cursor = s["nextCursor"].as_u64().expect("nextCursor");
             if done(&s) {
                 return (s, events);
+            }
+            if quiet {
+                tokio::time::sleep(idle).await;
+                idle = (idle * 2).min(Duration::from_secs(1));
+            } else {
+                idle = Duration::from_millis(50);
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
