@@ -86,6 +86,7 @@ impl Ordinary {
             std::fs::create_dir_all(staging)?;
             std::fs::copy(path, staging.join(name)).map(|_| ())
         });
+        prune_older_copies(dir.parent().expect("bin"), &dir);
         copy
     }
 
@@ -239,4 +240,26 @@ fn copy_once(dir: &Path, done: &Path, fill: impl FnOnce(&Path) -> std::io::Resul
     assert!(status.success(), "chmod -R a+rX: {status}");
     let _ = std::fs::remove_dir_all(dir);
     std::fs::rename(&staging, dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+}
+
+/// Removes copies of builds made more than a day ago (every rebuild makes a new copy; a run
+/// of the suite from another checkout may still use a recent one, never a day-old one).
+fn prune_older_copies(bin: &Path, keep: &Path) {
+    let Ok(entries) = std::fs::read_dir(bin) else {
+        return;
+    };
+    let day = std::time::Duration::from_secs(24 * 3600);
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > day);
+        let name = entry.file_name();
+        if path != keep && old && !name.to_string_lossy().starts_with('.') {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
