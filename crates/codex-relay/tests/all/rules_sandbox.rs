@@ -26,7 +26,7 @@ use crate::common::{Bed, HttpRelay};
 use crate::http_support::{Client, Event};
 use codex_relay_testkit::ordinary::Ordinary;
 use codex_relay_testkit::{Item, Reply};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const TURN: Duration = Duration::from_secs(180);
 /// Long enough for the test to answer the one request a person answers; the others are
@@ -234,15 +234,20 @@ async fn an_allow_rule_keeps_codex_in_its_sandbox(version: &'static str) {
     // Every session at once: the requests nobody answers time out together.
     let mut streams = Vec::new();
     for case in &cases {
-        let r = c
-            .post(
-                "/api/sessions",
-                &json!({"prompt": format!("{}: go", case.marker), "cwd": ws,
-                    "approvalPolicy": case.policy, "sandbox": "workspace-write",
-                    "config": {"sandbox_workspace_write.exclude_slash_tmp": true,
-                        "sandbox_workspace_write.exclude_tmpdir_env_var": true}}),
-            )
-            .await;
+        let body = json!({"prompt": format!("{}: go", case.marker), "cwd": ws,
+            "approvalPolicy": case.policy, "sandbox": "workspace-write",
+            "config": {"sandbox_workspace_write.exclude_slash_tmp": true,
+                "sandbox_workspace_write.exclude_tmpdir_env_var": true}});
+        let mut r = c.post("/api/sessions", &body).await;
+        // Codex's start-up has 10 s; on a loaded machine the first start may need another go.
+        for wait in [2, 4] {
+            if r.status != 503 || r.json()["error"]["code"] != "codex_unavailable" {
+                break;
+            }
+            eprintln!("Codex did not start ({}); trying again", r.text());
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            r = c.post("/api/sessions", &body).await;
+        }
         assert_eq!(r.status, 201, "{}", r.text());
         let id = r.json()["sessionId"].as_str().unwrap().to_owned();
         streams.push(c.stream(&format!("/api/sessions/{id}/stream"), &[]).await);

@@ -1,6 +1,7 @@
 //! Approval rules over the real Codex (0.169.0 and 0.98.0) and the scripted model, on SQLite
 //! and Postgres: a rule allows a command (it runs, nobody is asked, the log names the rule; the
-//! rules say `outside_sandbox`, which a command under `untrusted` needs, see rules_sandbox.rs),
+//! rules say `outside_sandbox`, which a command under `untrusted` needs: see
+//! crates/codex-relay/tests/all/rules_sandbox.rs),
 //! a rule denies `rm -rf` (declined, and the model's next request carries the reason), a third
 //! command still waits for a human; after a restart the rules (from the file and from the API)
 //! are there and still answer. And a person's choice of Codex's own remembered prefix (its
