@@ -256,7 +256,7 @@ impl RuleSpec {
             return Err(invalid(
                 name,
                 "kinds",
-                "an allow rule cannot grant permissions or answer an MCP server's form (a rule never widens the sandbox); allow command or file_change, or deny these",
+                "an allow rule cannot grant permissions or answer an MCP server's form (a rule never widens the sandbox that way, even with outside_sandbox); allow command or file_change, or deny these",
             ));
         }
         if self.action != Action::Allow && self.outside_sandbox {

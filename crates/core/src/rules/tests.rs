@@ -1,5 +1,5 @@
 //! Rules decide as documented: deny beats ask beats allow, allow answers one plain command
-//! only and never a request that would widen the sandbox, files and labels and directories
+//! only and only what cannot leave the sandbox unless it opts in, files and labels and directories
 //! narrow a rule, and the rules file's errors name the line and the field.
 
 use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode, ServerRequest};
