@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use codex_relay_core::answer::PendingKind;
-use codex_relay_core::{PendingDetails, PendingView};
+use codex_relay_core::{PendingDetails, PendingView, Reach};
 use codex_relay_protocol::v2::ApprovalPolicy;
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -113,6 +113,8 @@ pub struct ApprovalRequest {
     pub diff: Option<String>,
     /// Why Codex asks, when it says.
     pub reason: Option<String>,
+    /// What approving it lets Codex do beyond its sandbox ([`Reach::text`] says it in words).
+    pub reach: Option<Reach>,
     /// Everything Codex sent, as the relay keeps it.
     pub details: Value,
 }
@@ -128,6 +130,7 @@ impl ApprovalRequest {
             cwd: None,
             diff: None,
             reason: None,
+            reach: view.reach,
             details: serde_json::to_value(&view.details).unwrap_or_default(),
         };
         if is_mcp_tool_approval(view) {

@@ -58,6 +58,9 @@ fn ask_tty(req: &ApprovalRequest) -> std::io::Result<ApprovalDecision> {
     if let Some(diff) = &req.diff {
         question += &format!("{diff}\n");
     }
+    if let Some(reach) = req.reach {
+        question += &format!("  {}\n", reach.text());
+    }
     out.write_all(question.as_bytes())?;
     loop {
         write!(

@@ -164,6 +164,8 @@ impl Relay {
             paths: Vec::new(),
             labels: Vec::new(),
             reason: (action == Action::Deny).then(|| "not allowed by the operator".to_owned()),
+            // Never suggested: a person opts in, knowing what it grants.
+            outside_sandbox: false,
         };
         match &request.details {
             PendingDetails::CommandApproval {

@@ -154,8 +154,12 @@ impl Broker {
             view.agent = Some(origin.agent);
             view.invoke = origin.invoke;
         }
+        // What approving it lets Codex do, shown to everyone and weighed by the rules.
+        let mut ctx = session.rule_context();
+        ctx.codex_version = server.upgrade().map(|s| s.version().clone());
+        view.reach = crate::reach::of(&view, incoming.request(), &ctx);
         // The rules first: an allow or a deny answers it before any front is told.
-        if let Some(input) = RuleInput::of(&view, incoming.request(), &session.rule_context())
+        if let Some(input) = RuleInput::of(&view, incoming.request(), &ctx)
             && let Some(ruling) = self.inner.rules.decide(&input)
             && ruling.action != Action::Ask
         {

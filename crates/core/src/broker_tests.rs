@@ -36,7 +36,9 @@ impl PendingSink for Sink {
             cwd: Some("/w".into()),
             labels: vec![],
             approval_policy: Some(codex_relay_protocol::v2::ApprovalPolicy::Untrusted),
-            sandbox: None,
+            // No sandbox: an allow rule may answer (there is nothing to widen).
+            sandbox: Some(codex_relay_protocol::v2::SandboxMode::DangerFullAccess),
+            codex_version: None,
         }
     }
     fn ruled(&self, _view: &PendingView, ev: Ev) {

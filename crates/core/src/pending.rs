@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::answer::{APPROVAL_OPTIONS, PendingKind};
 use crate::event::{AgentRef, Origin};
+use crate::reach::Reach;
 
 /// A pending request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -34,6 +35,10 @@ pub struct PendingView {
     /// The tool call that spawned that sub-agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoke: Option<String>,
+    /// What approving it lets Codex do beyond its sandbox (`{kind, text}`), for approvals;
+    /// set by the broker from the session's policy and sandbox ([`crate::reach`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<Reach>,
 }
 
 /// What a pending request is about. Serialized as the kind's fields alone (the kind is the
@@ -202,6 +207,8 @@ impl<'de> Deserialize<'de> for PendingView {
             agent: Option<AgentRef>,
             #[serde(default)]
             invoke: Option<String>,
+            #[serde(default)]
+            reach: Option<Value>,
         }
         let s = Stored::deserialize(d)?;
         Ok(PendingView {
@@ -216,6 +223,8 @@ impl<'de> Deserialize<'de> for PendingView {
             deadline: s.deadline,
             agent: s.agent,
             invoke: s.invoke,
+            // A kind this version does not know is dropped, not a reason to lose the row.
+            reach: s.reach.and_then(|r| serde_json::from_value(r).ok()),
         })
     }
 }
@@ -394,5 +403,6 @@ pub fn describe(
         deadline,
         agent: None,
         invoke: None,
+        reach: None,
     }
 }

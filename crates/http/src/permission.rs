@@ -17,9 +17,13 @@ pub const BY: &str = "http";
 
 /// The reference-001 SSE event for an open request: its event type and data, or `None` for
 /// kinds that reference has no event for (tool calls, unknown requests). A sub-agent's
-/// request also says which agent asks (`agent`, and `invoke`, the call that spawned it).
+/// request also says which agent asks (`agent`, and `invoke`, the call that spawned it); an
+/// approval, what approving it lets Codex do (`reach`).
 pub fn compat_event(p: &PendingView) -> Option<(&'static str, Value)> {
     let (kind, mut data) = reference_event(p)?;
+    if let Some(reach) = &p.reach {
+        data["reach"] = json!(reach);
+    }
     if let Some(agent) = &p.agent {
         data["agent"] = json!(agent);
         data["invoke"] = json!(p.invoke);

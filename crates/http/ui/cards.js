@@ -38,6 +38,13 @@ function countdown(deadline) {
   return el;
 }
 
+/** What approving lets Codex do beyond its sandbox, as the relay worked it out. */
+function reachOf(req) {
+  if (!req.reach) return null;
+  const wide = !['sandboxed', 'no_sandbox'].includes(req.reach.kind);
+  return h('p', { class: `reach${wide ? ' wide' : ''}`, dataset: { reach: req.reach.kind } }, req.reach.text);
+}
+
 function detailsOf(req) {
   const d = req.details || {};
   switch (req.kind) {
@@ -72,11 +79,14 @@ function approvalActions(req, send) {
     h('button', { class: 'button', type: 'button', onclick: () => { denyBox.hidden = true; buttons.hidden = false; } }, 'Back'));
   const ruleBox = h('div', { class: 'rule-box', hidden: true });
   const ruleable = req.kind === 'command_approval' || req.kind === 'file_change_approval';
+  // A rule for a request that may leave the sandbox answers requests like it only if ticked.
+  const leaves = req.reach && ['outside_if_blocked', 'outside'].includes(req.reach.kind);
   async function alwaysAllow() {
     try {
       const spec = await get(`/api/rules/suggest?request=${encodeURIComponent(req.id)}&action=allow`);
       ruleBox.replaceChildren(
-        h('p', { class: 'hint' }, 'A rule for requests like this one; it answers them from now on. This request is approved once.'),
+        h('p', { class: 'hint' }, 'A rule for requests like this one; it answers them from now on. This request is approved once.',
+          leaves ? ' Approving requests like this one may run them outside the sandbox: the rule answers them only if you tick “Also when it may run outside the sandbox”.' : ''),
         ruleForm(spec, {
           submitLabel: 'Save rule and approve',
           onSaved: () => send('allow'),
@@ -177,6 +187,7 @@ export function requestCard(req) {
         req.agent ? h('span', { class: 'agent-tag' }, ` · sub-agent ${req.agent.nickname || req.agent.role || req.agent.thread}`) : null),
       countdown(req.deadline)),
     ...detailsOf(req).flat().filter(Boolean),
+    reachOf(req),
     controls, status);
 
   return {

@@ -5,6 +5,12 @@ import { post } from './api.js';
 import { h } from './dom.js';
 
 const words = (s) => s.split(/\s+/).filter(Boolean);
+
+/** What ticking "outside the sandbox" grants, said where it is ticked (docs/RULES.md). */
+export const OUTSIDE_SANDBOX_HINT = 'Without this, the rule answers only what stays in the sandbox (and sessions with no sandbox). '
+  + 'With it, it also approves commands and file changes that may run outside the sandbox: under untrusted, Codex runs an approved command '
+  + 'again outside the sandbox, without asking, if the sandbox blocks it; under on-request, an approved escalation runs outside it. '
+  + 'Never permissions, network access or MCP servers.';
 const list = (s) => s.split(/[\n,]+/).map((x) => x.trim()).filter(Boolean);
 
 /**
@@ -25,9 +31,16 @@ export function ruleForm(spec = {}, { onSaved, onCancel, submitLabel = 'Save rul
   const labels = h('input', { type: 'text', name: 'labels', value: (spec.labels ?? []).join(', '), spellcheck: 'false', autocomplete: 'off', placeholder: 'ci, docs' });
   const reason = h('input', { type: 'text', name: 'reason', value: spec.reason ?? '', placeholder: 'what the model is told' });
   const reasonField = field('Reason (deny only)', reason, 'The model reads it and can change course.');
+  const outside = h('input', { type: 'checkbox', name: 'outside_sandbox', checked: Boolean(spec.outside_sandbox), 'aria-describedby': `${id}-outside` });
+  const outsideField = h('div', { class: 'field outside-sandbox' },
+    h('label', { class: 'check' }, outside, h('span', { class: 'label' }, 'Also when it may run outside the sandbox')),
+    h('span', { class: 'hint', id: `${id}-outside` }, OUTSIDE_SANDBOX_HINT));
   const error = h('p', { class: 'form-error', role: 'alert', id: `${id}-error` });
   const submit = h('button', { class: 'button primary', type: 'submit' }, submitLabel);
-  const showReason = () => { reasonField.hidden = action.value !== 'deny'; };
+  const showReason = () => {
+    reasonField.hidden = action.value !== 'deny';
+    outsideField.hidden = action.value !== 'allow';
+  };
   action.addEventListener('change', showReason);
   showReason();
 
@@ -39,6 +52,7 @@ export function ruleForm(spec = {}, { onSaved, onCancel, submitLabel = 'Save rul
     field('Files a patch touches', paths, 'Globs, one per line; allow needs every file to match.'),
     field('Session labels', labels, 'Every label listed must be on the session.'),
     reasonField,
+    outsideField,
     error,
     h('div', { class: 'actions' }, submit,
       onCancel ? h('button', { class: 'button', type: 'button', onclick: onCancel }, 'Cancel') : null));
@@ -54,6 +68,7 @@ export function ruleForm(spec = {}, { onSaved, onCancel, submitLabel = 'Save rul
     if (list(labels.value).length) body.labels = list(labels.value);
     if (spec.kinds && spec.kinds.length) body.kinds = spec.kinds;
     if (action.value === 'deny' && reason.value.trim()) body.reason = reason.value.trim();
+    if (action.value === 'allow' && outside.checked) body.outside_sandbox = true;
     submit.disabled = true;
     try {
       const rule = await post('/api/rules', body);
@@ -77,5 +92,6 @@ export function describeRule(r) {
   if (r.labels && r.labels.length) parts.push(['labels ', r.labels.join(', ')]);
   if (r.kinds && r.kinds.length) parts.push([r.kinds.join(', ').replaceAll('_', ' ')]);
   if (parts.length === 0) parts.push(['every approval']);
+  if (r.outside_sandbox) parts.push([h('strong', { class: 'outside-sandbox' }, 'even outside the sandbox')]);
   return parts.flatMap((p, i) => (i ? ['; ', ...p] : p));
 }

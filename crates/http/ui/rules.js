@@ -17,7 +17,8 @@ export function rulesView(root) {
   root.append(
     h('h1', {}, 'Approval rules'),
     h('p', { class: 'hint' }, 'Rules answer command and file-change approvals before anyone is asked. ',
-      'Deny wins over ask, ask over allow; an allow never lets a command leave the sandbox. ',
+      'Deny wins over ask, ask over allow. An allow answers only what stays in the sandbox (or sessions with none), ',
+      'unless it says “even outside the sandbox”: under untrusted an approved command runs outside the sandbox if the sandbox blocks it. ',
       'Rules from the --rules file are read at every start and are edited in that file.'),
     counts, error, listEl, editor);
 

@@ -62,6 +62,19 @@ pub struct PendingQuestion {
     /// The `spawn_agent` call that started that sub-agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoke: Option<String>,
+    /// For an approval: what approving it lets Codex do beyond its sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<ReachOutput>,
+}
+
+/// What approving a request lets Codex do (docs/RULES.md).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReachOutput {
+    /// `no_sandbox`, `sandboxed`, `outside_if_blocked`, `outside`, `more_permissions`,
+    /// `network`, `mcp_server`.
+    pub kind: String,
+    /// The same in one sentence.
+    pub text: String,
 }
 
 /// A sub-agent: a Codex thread the session's thread spawned (directly or through others).

@@ -9,7 +9,7 @@ use codex_relay_core::event::ToolEndStatus;
 use codex_relay_core::{Envelope, Ev, PendingDetails, PendingView, Role, SessionStatus};
 use serde_json::{Value, json};
 
-use crate::outputs::{PendingQuestion, QuestionOutput};
+use crate::outputs::{PendingQuestion, QuestionOutput, ReachOutput};
 
 /// The status word the tools use: the engine's, except `idle`, which is `done`.
 pub fn status_word(s: SessionStatus) -> &'static str {
@@ -72,6 +72,9 @@ pub fn describe(p: &PendingView) -> String {
         | PendingDetails::Elicitation { .. }
         | PendingDetails::Other { .. } => {}
     }
+    if let Some(reach) = p.reach {
+        text.push_str(&format!("\n{}", reach.text()));
+    }
     text
 }
 
@@ -102,6 +105,10 @@ pub fn pending_question(pending: &[PendingView]) -> Option<PendingQuestion> {
         more_pending: pending.len() - 1,
         agent: p.agent.as_ref().map(Into::into),
         invoke: p.invoke.clone(),
+        reach: p.reach.map(|r| ReachOutput {
+            kind: r.as_str().to_owned(),
+            text: r.text().to_owned(),
+        }),
     })
 }
 

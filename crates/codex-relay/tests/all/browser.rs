@@ -409,7 +409,9 @@ async fn the_plan_on_codex_0_98() {
 /// nothing missing to install it; a push subscription made in the Notifications view gets a
 /// Web Push at the push endpoint the script runs when a request opens (VAPID-signed,
 /// RFC 8291-encrypted, decrypted there), which the service worker then shows; "Always allow…"
-/// on the command's card saves a rule and approves, and the card says who answered.
+/// on the command's card saves a rule and approves, and the card says who answered. The cards
+/// say what approving lets Codex do (the patch stays in the sandbox, the command under
+/// `untrusted` may run outside it), and the rule is saved with "outside the sandbox" ticked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_app_installs_and_a_push_subscription_gets_a_push_when_a_request_opens() {
     let Some((node, codex)) = set_up(NEWEST) else {
@@ -430,6 +432,26 @@ async fn the_app_installs_and_a_push_subscription_gets_a_push_when_a_request_ope
         findings["answered"]
             .as_str()
             .is_some_and(|a| a.contains("by a person")),
+        "{findings}"
+    );
+    let text = |k: &str| findings[k].as_str().unwrap_or_default().to_owned();
+    assert_eq!(
+        text("patchReach"),
+        codex_relay_core::Reach::Sandboxed.text(),
+        "{findings}"
+    );
+    assert_eq!(
+        text("commandReach"),
+        codex_relay_core::Reach::Outside.text(),
+        "{findings}"
+    );
+    assert!(
+        text("outsideHint").contains("if the sandbox blocks it")
+            && text("ruleHint").contains("only if you tick"),
+        "{findings}"
+    );
+    assert!(
+        text("ruleWhen").contains("even outside the sandbox"),
         "{findings}"
     );
     let status = relay.stop().await;

@@ -1,8 +1,9 @@
 //! Approval rules through `serve` on the real Codex (0.169) with the scripted model: rules
 //! from `--rules FILE` answer `git status` (allow) and `rm -rf` (deny) with nobody asked and
 //! every front told who answered (`rule:<name>`, `who: rule`); a third command waits; the
-//! rule the relay suggests from that request ("always allow"), saved over the API, answers the
-//! same command in the next turn; the file's rules cannot be changed over the API, a bad rule
+//! rule the relay suggests from that request ("always allow"), saved over the API with
+//! `outside_sandbox` ticked (under `untrusted` an approved command may leave the sandbox),
+//! answers the same command in the next turn; the file's rules cannot be changed over the API, a bad rule
 //! is refused with the field named; after a restart the API's rule is still there and can be
 //! deleted.
 
@@ -16,10 +17,13 @@ use serde_json::{Value, json};
 const TURN: Duration = Duration::from_secs(90);
 
 const RULES: &str = r#"
+# Under untrusted an approved command may run outside the sandbox (when the sandbox blocks
+# it): a rule answers such requests only when it says so.
 [[rule]]
 name = "allow-git-status"
 action = "allow"
 argv = ["git", "status"]
+outside_sandbox = true
 
 [[rule]]
 name = "no-rm-rf"
@@ -195,6 +199,16 @@ async fn rules_from_the_file_and_the_api_answer_and_survive_a_restart() {
     assert_eq!(spec["argv"], json!(["touch", "a.txt"]), "{spec}");
     assert_eq!(spec["cwd"], json!(ws), "{spec}");
     assert_eq!(spec["action"], "allow");
+    assert_eq!(
+        spec.get("outside_sandbox"),
+        None,
+        "never suggested: a person opts in"
+    );
+    // The request says what approving it lets Codex do; the person ticks the box that lets
+    // the rule answer such requests.
+    assert_eq!(asked["reach"]["kind"], "outside", "{asked}");
+    let mut spec = spec;
+    spec["outside_sandbox"] = json!(true);
     let saved = c.post("/api/rules", &spec).await;
     assert_eq!(saved.status, 200, "{}", saved.text());
     assert_eq!(saved.json()["source"], "api");

@@ -44,6 +44,7 @@ mod mcp_subagents;
 mod npm_package;
 mod ordinary_user;
 mod rules_notify_knobs;
+mod rules_sandbox;
 mod run_cli;
 mod secure_by_default;
 mod self_approval;

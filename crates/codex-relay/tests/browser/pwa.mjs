@@ -5,7 +5,9 @@
 // VAPID-signed by the key the UI subscribed with (RFC 8292) and decrypts with the
 // subscription's keys (RFC 8291) to the request's title and link; delivered to the real
 // service worker, it shows a notification. Then "Always allow…" on the command's card saves
-// a rule and approves, and the card says who answered.
+// a rule and approves, and the card says who answered. Each card says what approving it lets
+// Codex do (the patch stays in the sandbox, the command may run outside it), and the rule
+// form offers "outside the sandbox", unticked, saying what it grants.
 //
 // Chromium's PushManager.subscribe() asks Google's push service for an endpoint, which this
 // machine cannot reach: the page's PushManager hands out a subscription to this script's
@@ -216,13 +218,24 @@ async function run() {
     if (findings.notification.title !== findings.push.title) throw new Error(`shown: ${JSON.stringify(findings.notification)}`);
   });
   await step('always allow from the card', async () => {
-    await page.locator('.card.request.kind-file_change_approval:not(.resolved)').getByRole('button', { name: 'Approve', exact: true }).click();
+    // Each card says what approving it lets Codex do: the patch stays in the workspace's
+    // sandbox; the command, under untrusted, may run outside it.
+    const patchCard = page.locator('.card.request.kind-file_change_approval:not(.resolved)');
+    findings.patchReach = await patchCard.locator('.reach').textContent({ timeout: STEP });
+    await patchCard.getByRole('button', { name: 'Approve', exact: true }).click();
     const card = page.locator('.card.request.kind-command_approval:not(.resolved)');
     await card.waitFor({ timeout: STEP });
+    findings.commandReach = await card.locator('.reach').textContent({ timeout: STEP });
     await card.getByRole('button', { name: 'Always allow…' }).click();
     const argv = card.getByLabel('Command starts with');
     await argv.waitFor({ timeout: STEP });
     if ((await argv.inputValue()) !== 'python3 hello.py') throw new Error(`suggested ${await argv.inputValue()}`);
+    // The opt-in is offered, unticked, with what it grants; the hint says this rule needs it.
+    const outside = card.getByRole('checkbox', { name: 'Also when it may run outside the sandbox' });
+    if (await outside.isChecked()) throw new Error('outside the sandbox is ticked by default');
+    findings.outsideHint = await card.locator('.outside-sandbox .hint').textContent();
+    findings.ruleHint = await card.locator('.rule-box > .hint').textContent();
+    await outside.check();
     await snap('always-allow');
     await card.getByRole('button', { name: 'Save rule and approve' }).click();
     const done = page.locator('.card.request.kind-command_approval.resolved .card-status');
@@ -232,7 +245,9 @@ async function run() {
     findings.answered = who;
     await page.locator('.turn-sep.end.status-completed').waitFor({ timeout: STEP });
     await page.getByRole('link', { name: 'Rules' }).click();
-    await page.locator('.rules .rule[data-rule="allow-python3-hello-py"]').waitFor({ timeout: STEP });
+    const rule = page.locator('.rules .rule[data-rule="allow-python3-hello-py"]');
+    await rule.waitFor({ timeout: STEP });
+    findings.ruleWhen = await rule.locator('.rule-when').textContent();
     await snap('rules');
   });
   await step('the outbox shows the pushes', async () => {

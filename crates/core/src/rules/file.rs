@@ -36,7 +36,7 @@ pub fn parse_toml(file: &str, text: &str) -> Result<Vec<RuleSpec>, RulesFileErro
         // The first line of toml's message says what is wrong (the rest repeats the source).
         let what = e.message().trim().to_owned();
         err(format!(
-            "{at}{what} (a rule is a [[rule]] table with name, action and conditions: kinds, argv, command, cwd, paths, labels, reason)"
+            "{at}{what} (a rule is a [[rule]] table with name, action and conditions: kinds, argv, command, cwd, paths, labels, reason, outside_sandbox)"
         ))
     })?;
     let mut seen: std::collections::HashMap<String, usize> = Default::default();

@@ -1,21 +1,25 @@
 //! What a rule looks at in one request: its kind, the command (read by [`super::shell`] and
 //! as Codex parsed it), the working directory, the files a patch touches, the session's
-//! labels, and whether answering it would widen the sandbox (then no allow rule answers it).
+//! labels, and what approving it lets Codex do ([`crate::reach`]).
 
+use codex_relay_codex::CodexVersion;
 use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode, ServerRequest};
 use serde_json::Value;
 
 use super::RuleKind;
 use super::shell::{self, Parsed};
 use crate::pending::{PendingDetails, PendingView};
+use crate::reach::Reach;
 
-/// What the session adds: where it works, its labels, its approval policy and sandbox.
+/// What the session adds: where it works, its labels, its approval policy and sandbox (`None`:
+/// left to Codex's own configuration, so not known), and the Codex version it runs on.
 #[derive(Debug, Clone, Default)]
 pub struct RuleContext {
     pub cwd: Option<String>,
     pub labels: Vec<String>,
     pub approval_policy: Option<ApprovalPolicy>,
     pub sandbox: Option<SandboxMode>,
+    pub codex_version: Option<CodexVersion>,
 }
 
 /// One request, as rules see it.
@@ -34,8 +38,9 @@ pub struct RuleInput {
     /// The files a file change touches (absolute, as Codex names them).
     pub paths: Vec<String>,
     pub labels: Vec<String>,
-    /// Why approving would widen the sandbox, if it would.
-    pub widens: Option<&'static str>,
+    /// What approving it lets Codex do ([`crate::reach`]): an allow rule answers only what
+    /// stays in the sandbox (or has none), unless it opts in to leaving it.
+    pub reach: Option<Reach>,
 }
 
 impl RuleInput {
@@ -51,12 +56,9 @@ impl RuleInput {
             cwd: None,
             paths: Vec::new(),
             labels: ctx.labels.clone(),
-            widens: None,
+            // What the broker showed everyone, so that the rules and the people agree.
+            reach: view.reach.or_else(|| crate::reach::of(view, request, ctx)),
         };
-        // Only `untrusted` asks before a sandboxed run; under the others (and Codex's own
-        // default, which may be any of them) a prompt is a request to leave the sandbox.
-        let escalating_policy = ctx.approval_policy != Some(ApprovalPolicy::Untrusted);
-        let full_access = ctx.sandbox == Some(SandboxMode::DangerFullAccess);
         match (&view.details, request) {
             (
                 PendingDetails::CommandApproval { command, cwd, .. },
@@ -71,64 +73,19 @@ impl RuleInput {
                         .filter_map(|a| a.get("command")?.as_str().map(str::to_owned))
                         .collect();
                 }
-                let reason = p.reason.as_deref().unwrap_or_default().to_ascii_lowercase();
-                input.widens = if p
-                    .additional_permissions
-                    .as_ref()
-                    .is_some_and(|v| !v.is_null())
-                {
-                    Some("it asks for permissions beyond the sandbox")
-                } else if p
-                    .network_approval_context
-                    .as_ref()
-                    .is_some_and(|v| !v.is_null())
-                    || p.proposed_network_policy_amendments
-                        .as_ref()
-                        .is_some_and(|v| !v.is_empty())
-                    || reason.contains("network access")
-                {
-                    Some("it asks for network access the sandbox blocks")
-                } else if reason.contains("without sandbox") || reason.contains("sandbox failed") {
-                    Some("it asks to run again outside the sandbox")
-                } else if escalating_policy && !full_access {
-                    // Under on-request (and on-failure) Codex asks only to leave the sandbox.
-                    Some(
-                        "under this approval policy an approval lets the command leave the sandbox",
-                    )
-                } else {
-                    None
-                };
             }
-            (
-                PendingDetails::FileChangeApproval {
-                    grant_root,
-                    changes,
-                    ..
-                },
-                _,
-            ) => {
+            (PendingDetails::FileChangeApproval { changes, .. }, _) => {
                 input.kind = RuleKind::FileChange;
                 input.cwd = ctx.cwd.clone();
                 input.paths = changes.iter().map(|c| c.path.clone()).collect();
-                input.widens = if grant_root.is_some() {
-                    Some("it asks for write access to a directory beyond the workspace")
-                } else if changes.is_empty() {
-                    Some("the files it changes are not known")
-                } else if escalating_policy && !full_access {
-                    Some("under this approval policy an approval lets the patch leave the sandbox")
-                } else {
-                    None
-                };
             }
             (PendingDetails::PermissionsApproval { cwd, .. }, _) => {
                 input.kind = RuleKind::Permissions;
                 input.cwd = cwd.clone().or(ctx.cwd.clone());
-                input.widens = Some("it asks for more permissions");
             }
             (PendingDetails::Elicitation { .. }, _) => {
                 input.kind = RuleKind::Elicitation;
                 input.cwd = ctx.cwd.clone();
-                input.widens = Some("an MCP server's form is for a person to fill");
             }
             _ => return None,
         }

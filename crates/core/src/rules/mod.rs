@@ -1,8 +1,9 @@
 //! Approval rules: relay-wide, kept in the store, that answer an approval before a human is
 //! asked — `allow`, `deny` with a reason the model is told, or `ask` (a human decides, the
 //! default). Deny beats ask beats allow; an allow rule only ever answers what a human's
-//! "Approve" (once) answers, and never a request that would widen the sandbox (see
-//! docs/RULES.md). The broker consults them where it opens a request.
+//! "Approve" (once) answers, and only a request whose approval cannot leave the sandbox
+//! ([`crate::reach`]) unless it says `outside_sandbox = true`, and then only commands and file
+//! changes (see docs/RULES.md). The broker consults them where it opens a request.
 
 mod file;
 mod input;
@@ -106,6 +107,12 @@ pub struct RuleSpec {
     /// Deny: what the model is told.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Allow only: also answer command and file-change approvals that may run outside the
+    /// sandbox (under `untrusted` Codex runs an approved command again without the sandbox
+    /// when the sandbox blocks it; under `on-request` an approved escalation runs outside it).
+    /// Without it an allow rule answers only what stays in the sandbox, or sessions with none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside_sandbox: bool,
 }
 
 /// A stored rule: its spec, where it comes from, when it was made and changed.
@@ -249,7 +256,14 @@ impl RuleSpec {
             return Err(invalid(
                 name,
                 "kinds",
-                "an allow rule cannot grant permissions or answer an MCP server's form (a rule never widens the sandbox); allow command or file_change, or deny these",
+                "an allow rule cannot grant permissions or answer an MCP server's form (a rule never widens the sandbox that way, even with outside_sandbox); allow command or file_change, or deny these",
+            ));
+        }
+        if self.action != Action::Allow && self.outside_sandbox {
+            return Err(invalid(
+                name,
+                "outside_sandbox",
+                "only an allow rule can answer requests that may run outside the sandbox",
             ));
         }
         if self.action != Action::Deny && self.reason.is_some() {
@@ -457,15 +471,24 @@ impl Rules {
     }
 
     /// What the rules say of `input`: a deny if any deny rule matches, else an ask if any ask
-    /// rule does, else an allow if an allow rule does and the request cannot widen the
-    /// sandbox; `None` when no rule applies (a human is asked).
+    /// rule does, else an allow if an allow rule does whose answer cannot take Codex out of the
+    /// sandbox (or that opted in to it); `None` when no rule applies (a human is asked).
     pub fn decide(&self, input: &RuleInput) -> Option<Ruling> {
         let rules = self.inner.read().unwrap_or_else(|e| e.into_inner());
         // Of the rules of one action that match, the most specific names the decision.
+        // An allow rule answers only what its approval cannot take out of the sandbox, or, when
+        // it opts in, a command or file change that may run outside it: never permissions,
+        // network access or an MCP server.
+        let may_answer = |r: &Compiled| {
+            r.rule.spec.action != Action::Allow
+                || input.reach.is_some_and(|reach| {
+                    !reach.widens() || (r.rule.spec.outside_sandbox && reach.leaves_sandbox())
+                })
+        };
         let first = |action: Action| {
             rules
                 .iter()
-                .filter(|r| r.rule.spec.action == action && r.matches(input))
+                .filter(|r| r.rule.spec.action == action && r.matches(input) && may_answer(r))
                 .max_by_key(|r| (r.specificity(), std::cmp::Reverse(&r.rule.spec.name)))
         };
         use std::sync::atomic::Ordering::Relaxed;
@@ -482,7 +505,7 @@ impl Rules {
                 action: Action::Ask,
                 reason: None,
             })
-        } else if let Some(r) = first(Action::Allow).filter(|_| input.widens.is_none()) {
+        } else if let Some(r) = first(Action::Allow) {
             self.counts.allowed.fetch_add(1, Relaxed);
             Some(Ruling {
                 rule: r.rule.spec.name.clone(),

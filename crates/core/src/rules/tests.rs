@@ -1,5 +1,5 @@
 //! Rules decide as documented: deny beats ask beats allow, allow answers one plain command
-//! only and never a request that would widen the sandbox, files and labels and directories
+//! only and only what cannot leave the sandbox unless it opts in, files and labels and directories
 //! narrow a rule, and the rules file's errors name the line and the field.
 
 use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode, ServerRequest};
@@ -31,12 +31,14 @@ fn rules(toml_text: &str) -> Rules {
     r
 }
 
+/// A session with no sandbox, where an allow rule may answer anything it matches.
 fn ctx() -> RuleContext {
     RuleContext {
         cwd: Some("/work/repo".into()),
         labels: vec!["ci".into()],
         approval_policy: Some(ApprovalPolicy::Untrusted),
-        sandbox: Some(SandboxMode::WorkspaceWrite),
+        sandbox: Some(SandboxMode::DangerFullAccess),
+        codex_version: Some(codex_relay_codex::CodexVersion::new(0, 169, 0)),
     }
 }
 
@@ -142,36 +144,86 @@ fn allow_answers_one_plain_command_and_deny_any_part_of_a_line() {
 }
 
 #[test]
-fn an_allow_never_answers_a_request_that_would_widen_the_sandbox() {
-    let r = rules(BASIC);
-    let on_request = RuleContext {
-        approval_policy: Some(ApprovalPolicy::OnRequest),
+fn an_allow_answers_what_may_leave_the_sandbox_only_when_it_says_so() {
+    let r = rules(
+        r#"
+[[rule]]
+name = "git-status"
+action = "allow"
+argv = ["git", "status"]
+
+[[rule]]
+name = "touch-anywhere"
+action = "allow"
+argv = ["touch"]
+outside_sandbox = true
+
+[[rule]]
+name = "no-rm-rf"
+action = "deny"
+argv = ["rm", "-rf"]
+"#,
+    );
+    let with = |policy, sandbox, version| RuleContext {
+        approval_policy: Some(policy),
+        sandbox: Some(sandbox),
+        codex_version: Some(codex_relay_codex::CodexVersion::new(0, version, 0)),
         ..ctx()
     };
-    assert_eq!(decide_with(&r, "git status", json!({}), &on_request), None);
-    // ... but a deny still does.
-    assert_eq!(
-        decide_with(&r, "rm -rf /", json!({}), &on_request).map(|d| d.1),
-        Some(Action::Deny)
-    );
-    for extra in [
-        json!({"reason": "command failed; retry without sandbox?"}),
-        json!({"additionalPermissions": {"network": {"enabled": true}}}),
-        json!({"networkApprovalContext": {"host": "example.com"}}),
+    use ApprovalPolicy::{OnRequest, Untrusted};
+    use SandboxMode::{DangerFullAccess, ReadOnly, WorkspaceWrite};
+    // Under untrusted an approved command runs again outside the sandbox when the sandbox
+    // blocks it; under on-request Codex asks only to escalate: no plain allow answers.
+    for c in [
+        with(Untrusted, WorkspaceWrite, 169),
+        with(Untrusted, WorkspaceWrite, 98),
+        with(Untrusted, ReadOnly, 169),
+        with(OnRequest, WorkspaceWrite, 169),
+        RuleContext {
+            approval_policy: None,
+            sandbox: None,
+            ..ctx()
+        },
     ] {
+        assert_eq!(decide_with(&r, "git status", json!({}), &c), None, "{c:?}");
+        // The rule that opted in does answer, and a deny still denies.
         assert_eq!(
-            decide_with(&r, "git status", extra.clone(), &ctx()),
-            None,
-            "{extra}"
+            decide_with(&r, "touch /elsewhere/x", json!({}), &c),
+            Some(("touch-anywhere".into(), Action::Allow)),
+            "{c:?}"
+        );
+        assert_eq!(
+            decide_with(&r, "rm -rf /", json!({}), &c).map(|d| d.1),
+            Some(Action::Deny)
         );
     }
-    let full = RuleContext {
-        approval_policy: Some(ApprovalPolicy::OnRequest),
-        sandbox: Some(SandboxMode::DangerFullAccess),
-        ..ctx()
-    };
-    assert!(decide_with(&r, "git status", json!({}), &full).is_some());
-    // An allow rule cannot be written for permissions or forms.
+    // With no sandbox there is nothing to widen.
+    for policy in [Untrusted, OnRequest] {
+        assert!(
+            decide_with(
+                &r,
+                "git status",
+                json!({}),
+                &with(policy, DangerFullAccess, 169)
+            )
+            .is_some()
+        );
+    }
+    // Permissions and network access are never a rule's, even one that opted in.
+    for extra in [
+        json!({"additionalPermissions": {"network": {"enabled": true}}}),
+        json!({"networkApprovalContext": {"host": "example.com"}}),
+        json!({"reason": "needs network access"}),
+    ] {
+        for c in [ctx(), with(Untrusted, WorkspaceWrite, 169)] {
+            assert_eq!(
+                decide_with(&r, "touch x", extra.clone(), &c),
+                None,
+                "{extra}"
+            );
+        }
+    }
+    // An allow rule cannot be written for permissions or forms; only an allow opts in.
     let bad = parse_toml(
         "r.toml",
         "[[rule]]\nname = \"x\"\naction = \"allow\"\nkinds = [\"permissions\"]\n",
@@ -181,6 +233,56 @@ fn an_allow_never_answers_a_request_that_would_widen_the_sandbox() {
             .message
             .contains("never widens the sandbox")
     );
+    let bad = parse_toml(
+        "r.toml",
+        "[[rule]]\nname = \"x\"\naction = \"deny\"\noutside_sandbox = true\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.contains("line 1") && bad.contains("outside_sandbox"),
+        "{bad}"
+    );
+}
+
+#[test]
+fn a_file_change_rule_answers_inside_the_workspace_under_untrusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("repo");
+    std::fs::create_dir_all(ws.join("docs")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), ws.join("docs/up")).unwrap();
+    let r = rules(
+        r#"
+[[rule]]
+name = "docs"
+action = "allow"
+paths = ["docs/**"]
+"#,
+    );
+    let c = RuleContext {
+        cwd: Some(ws.display().to_string()),
+        sandbox: Some(SandboxMode::WorkspaceWrite),
+        ..ctx()
+    };
+    let patch = |path: &str| {
+        let req = ServerRequest::parse(
+            ServerRequest::FILE_CHANGE_APPROVAL,
+            json!({"threadId": "t", "turnId": "u", "itemId": "i"}),
+        );
+        let mut view = crate::pending::describe(&req, "r".into(), "s".into(), 0, 0);
+        if let PendingDetails::FileChangeApproval { changes, .. } = &mut view.details {
+            *changes = vec![
+                serde_json::from_value(
+                    json!({"path": ws.join(path), "kind": {"type": "add"}, "diff": ""}),
+                )
+                .unwrap(),
+            ];
+        }
+        let input = RuleInput::of(&view, &req, &c).unwrap();
+        r.decide(&input).map(|d| d.rule)
+    };
+    assert_eq!(patch("docs/a.md"), Some("docs".into()));
+    assert_eq!(patch("docs/up/a.md"), None, "a link out of the workspace");
 }
 
 #[test]

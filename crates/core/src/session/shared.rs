@@ -643,6 +643,8 @@ impl crate::broker::PendingSink for SessionShared {
             labels: options.labels.clone(),
             approval_policy: options.approval_policy,
             sandbox: options.sandbox,
+            // The broker knows which Codex asks.
+            codex_version: None,
         }
     }
 

@@ -1,5 +1,7 @@
 //! Approval rules over the real Codex (0.169.0 and 0.98.0) and the scripted model, on SQLite
-//! and Postgres: a rule allows a command (it runs, nobody is asked, the log names the rule),
+//! and Postgres: a rule allows a command (it runs, nobody is asked, the log names the rule; the
+//! rules say `outside_sandbox`, which a command under `untrusted` needs: see
+//! crates/codex-relay/tests/all/rules_sandbox.rs),
 //! a rule denies `rm -rf` (declined, and the model's next request carries the reason), a third
 //! command still waits for a human; after a restart the rules (from the file and from the API)
 //! are there and still answer. And a person's choice of Codex's own remembered prefix (its
@@ -23,10 +25,13 @@ crate::matrix!(rules_answer_before_a_human_and_survive_a_restart);
 codex_relay_testkit::for_each_codex!(codex_remembers_the_prefix_a_person_chose);
 
 const RULES: &str = r#"
+# Under untrusted an approved command may run outside the sandbox (when the sandbox blocks
+# it): a rule answers such requests only when it says so.
 [[rule]]
 name = "allow-git-status"
 action = "allow"
 argv = ["git", "status"]
+outside_sandbox = true
 
 [[rule]]
 name = "no-rm-rf"
@@ -126,7 +131,7 @@ async fn rules_answer_before_a_human_and_survive_a_restart(
     // One rule over the API, for labelled sessions in this workspace.
     let api_rule: RuleSpec = serde_json::from_value(serde_json::json!({
         "name": "allow-mkdir", "action": "allow", "argv": ["mkdir"],
-        "cwd": ws, "labels": ["ci"]}))
+        "cwd": ws, "labels": ["ci"], "outside_sandbox": true}))
     .unwrap();
     relay.put_rule(api_rule).await.unwrap();
 

@@ -88,7 +88,11 @@ fn refused(e: &LinkError) -> Response {
 }
 
 fn describe(p: &PendingView) -> String {
-    match &p.details {
+    let reach = p
+        .reach
+        .map(|r| format!("<p class=\"reach\">{}</p>", escape(r.text())))
+        .unwrap_or_default();
+    let what = match &p.details {
         PendingDetails::CommandApproval { command, cwd, .. } => format!(
             "<p>Codex asks to run:</p><pre>{}</pre>{}",
             escape(command),
@@ -107,7 +111,8 @@ fn describe(p: &PendingView) -> String {
             )
         ),
         _ => format!("<p>{}</p>", escape(&p.question)),
-    }
+    };
+    what + &reach
 }
 
 pub(crate) async fn page_get(
