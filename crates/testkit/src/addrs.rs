@@ -20,7 +20,9 @@ pub fn own_addresses() -> Vec<IpAddr> {
                 match i32::from((*addr).sa_family) {
                     libc::AF_INET => {
                         let sin = &*(addr as *const libc::sockaddr_in);
-                        out.push(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()));
+                        out.push(IpAddr::from(
+                            u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                        ));
                     }
                     libc::AF_INET6 => {
                         let sin6 = &*(addr as *const libc::sockaddr_in6);
