@@ -360,3 +360,116 @@ async fn a_session_cannot_answer_its_own_escalation() {
     b.relay.stop().await;
     b.bed.assert_no_codex_left().await;
 }
+
+/// What SECURITY.md tells users about the workspace sandbox (Codex 0.169 on Linux): without
+/// network access a command cannot connect to the relay at all, and with it or without, it
+/// runs in a process namespace of its own where the relay cannot be signalled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspace_sandbox_keeps_commands_off_the_relay_and_out_of_its_processes() {
+    let Some(b) = Brake::start("127.0.0.1:0", 60_000).await else {
+        return;
+    };
+    let (host, port) = b.host_port();
+    let relay = b.relay.pid();
+    for (marker, settings) in [
+        (
+            "MARK-NONET",
+            serde_json::json!({"approvalPolicy": "never", "sandbox": "workspace-write"}),
+        ),
+        ("MARK-NET", sandboxed_with_network()),
+    ] {
+        let command = format!(
+            "{}; if kill -0 {relay} 2>/dev/null; then echo 'RELAY visible'; else echo 'RELAY out of reach'; fi",
+            Brake::command("plain", &[host.clone(), port.to_string()])
+        );
+        let before = b.sessions().await;
+        b.run(marker, &format!("({command}) > {marker}.txt 2>&1"), settings)
+            .await;
+        let out = b.output(&format!("{marker}.txt"));
+        eprintln!("--- {marker}\n{out}");
+        assert!(out.contains("RELAY out of reach"), "{marker}: {out}");
+        let attempts = b.attempts("plain.txt");
+        if marker == "MARK-NONET" {
+            assert!(
+                attempts.iter().all(|a| a.status == "error"),
+                "without network access the connection itself fails: {out}"
+            );
+        } else {
+            assert_refused(&attempts, "plain", &out);
+        }
+        assert_eq!(b.sessions().await, before + 1);
+    }
+    b.relay.stop().await;
+    b.bed.assert_no_codex_left().await;
+}
+
+/// The same check lets the user's own browser in: Debian's Chromium, run as the same ordinary
+/// user as the relay (its network process holds the sockets, and its descriptors are
+/// readable), opens the one-time login link and the UI, its scripts calling the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_users_own_browser_is_let_in() {
+    let chromium = match crate::browser::chromium() {
+        Ok(c) => c,
+        Err(why) => return codex_relay_testkit::skip::skip(format_args!("no browser: {why}")),
+    };
+    let Some(b) = Brake::start("127.0.0.1:0", 60_000).await else {
+        return;
+    };
+    // The banner's lines after the address arrive a moment later.
+    let mut link = None;
+    for _ in 0..100 {
+        link = b
+            .relay
+            .log_text()
+            .lines()
+            .find_map(|l| l.split("one-time login link): ").nth(1).map(str::to_owned));
+        if link.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let link = link.expect("the banner's login link");
+    let home = b.bed.home.root().join("user-home");
+    // The login link (its cookie kept in the profile), then the API with that login.
+    let ui = dump_dom(&chromium, &home, link.trim()).await;
+    assert!(ui.contains("class=\"logout\""), "the UI loaded after the login link: {ui}");
+    let api = format!("{}/api/sessions", link.split("/login").next().unwrap());
+    let sessions = dump_dom(&chromium, &home, &api).await;
+    assert!(sessions.contains("\"sessions\""), "the API answered: {sessions}");
+    for dom in [&ui, &sessions] {
+        assert!(!dom.contains("forbidden_peer"), "{dom}");
+    }
+    let log = b.relay.log_text();
+    assert!(
+        !log.contains("connection refused"),
+        "the browser's connections were refused: {log}"
+    );
+    b.relay.stop().await;
+    b.bed.assert_no_codex_left().await;
+}
+
+/// What Chromium, run as the ordinary user with its profile in `home`, shows for `url`.
+async fn dump_dom(chromium: &std::path::Path, home: &std::path::Path, url: &str) -> String {
+    let user = codex_relay_testkit::ordinary::Ordinary::get().unwrap();
+    let mut cmd = tokio::process::Command::new(chromium);
+    cmd.args(["--headless=new", "--disable-gpu", "--no-first-run", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", home.join("chromium").display()))
+        .arg(url)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    user.apply(&mut cmd, home);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("chromium finishes within 120 s")
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    if dom.trim().is_empty() {
+        panic!(
+            "chromium showed nothing for {url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    dom
+}
