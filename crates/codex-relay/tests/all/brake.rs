@@ -383,8 +383,12 @@ async fn the_workspace_sandbox_keeps_commands_off_the_relay_and_out_of_its_proce
             Brake::command("plain", &[host.clone(), port.to_string()])
         );
         let before = b.sessions().await;
-        b.run(marker, &format!("({command}) > {marker}.txt 2>&1"), settings)
-            .await;
+        b.run(
+            marker,
+            &format!("({command}) > {marker}.txt 2>&1"),
+            settings,
+        )
+        .await;
         let out = b.output(&format!("{marker}.txt"));
         eprintln!("--- {marker}\n{out}");
         assert!(out.contains("RELAY out of reach"), "{marker}: {out}");
@@ -432,10 +436,16 @@ async fn the_users_own_browser_is_let_in() {
     let home = b.bed.home.root().join("user-home");
     // The login link (its cookie kept in the profile), then the API with that login.
     let ui = dump_dom(&chromium, &home, link.trim()).await;
-    assert!(ui.contains("class=\"logout\""), "the UI loaded after the login link: {ui}");
+    assert!(
+        ui.contains("class=\"logout\""),
+        "the UI loaded after the login link: {ui}"
+    );
     let api = format!("{}/api/sessions", link.split("/login").next().unwrap());
     let sessions = dump_dom(&chromium, &home, &api).await;
-    assert!(sessions.contains("\"sessions\""), "the API answered: {sessions}");
+    assert!(
+        sessions.contains("\"sessions\""),
+        "the API answered: {sessions}"
+    );
     for dom in [&ui, &sessions] {
         assert!(!dom.contains("forbidden_peer"), "{dom}");
     }
@@ -452,13 +462,21 @@ async fn the_users_own_browser_is_let_in() {
 async fn dump_dom(chromium: &std::path::Path, home: &std::path::Path, url: &str) -> String {
     let user = codex_relay_testkit::ordinary::Ordinary::get().unwrap();
     let mut cmd = tokio::process::Command::new(chromium);
-    cmd.args(["--headless=new", "--disable-gpu", "--no-first-run", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", home.join("chromium").display()))
-        .arg(url)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
+    cmd.args([
+        "--headless=new",
+        "--disable-gpu",
+        "--no-first-run",
+        "--dump-dom",
+    ])
+    .arg(format!(
+        "--user-data-dir={}",
+        home.join("chromium").display()
+    ))
+    .arg(url)
+    .env_clear()
+    .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+    .stdin(std::process::Stdio::null())
+    .kill_on_drop(true);
     user.apply(&mut cmd, home);
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
         .await

@@ -84,7 +84,7 @@ pub fn owners_among(relays: &Relays, conns: &[(SocketAddr, SocketAddr)]) -> Vec<
             _ => None,
         })
         .collect();
-    let scan = (!wanted.is_empty()).then(|| Scan::run(&wanted));
+    let scan = (!wanted.is_empty()).then(|| Scan::run(relays, &wanted));
     clients
         .into_iter()
         .map(|c| match c {
@@ -105,16 +105,24 @@ struct Scan {
     unreadable: Vec<u32>,
 }
 
+/// The last processes found holding a socket outside the trees (a browser's network process,
+/// say): searched right after the trees, so that a client's next connection is found at once.
+static RECENT: std::sync::Mutex<Vec<Proc>> = std::sync::Mutex::new(Vec::new());
+const RECENT_KEPT: usize = 8;
+
 impl Scan {
-    fn run(wanted: &HashSet<u64>) -> Scan {
+    /// Searches every process that may be of a tree (all of them: a holder there refuses the
+    /// connection whoever else holds it), then the others until each wanted socket has a
+    /// holder. Those whose descriptors cannot be read are noted.
+    fn run(relays: &Relays, wanted: &HashSet<u64>) -> Scan {
         let mut scan = Scan {
             holders: HashMap::new(),
             unreadable: Vec::new(),
         };
-        for pid in pids() {
-            let Some((_, start)) = tree::stat(pid) else {
-                continue;
-            };
+        for (pid, start, maybe_inside) in search_order(relays) {
+            if !maybe_inside && wanted.iter().all(|i| scan.holders.contains_key(i)) {
+                break;
+            }
             let fds = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
                 Ok(fds) => fds,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -141,6 +149,60 @@ impl Scan {
         }
         scan
     }
+}
+
+/// Every process, as `(pid, start, may be of a tree)`: first those that may be (everything
+/// below a relay by parent pid, the processes carrying a tree's marker and what is below
+/// them), then the recent outside holders, then the rest.
+fn search_order(relays: &Relays) -> Vec<(u32, u64, bool)> {
+    let procs: Vec<(u32, u32, u64)> = pids()
+        .into_iter()
+        .filter_map(|pid| tree::stat(pid).map(|(ppid, start)| (pid, ppid, start)))
+        .collect();
+    let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, &(_, ppid, _)) in procs.iter().enumerate() {
+        children.entry(ppid).or_default().push(i);
+    }
+    let mut inside = vec![false; procs.len()];
+    // A relay's own connections are its own: what is below it may be of a tree, and what
+    // carries a tree's marker.
+    let mut todo: Vec<usize> = Vec::new();
+    for (i, &(pid, _, start)) in procs.iter().enumerate() {
+        if (pid, start) == relays.me || relays.others.contains(&(pid, start)) {
+            todo.extend(children.get(&pid).into_iter().flatten());
+        } else if carries_marker(pid) {
+            todo.push(i);
+        }
+    }
+    while let Some(i) = todo.pop() {
+        if std::mem::replace(&mut inside[i], true) {
+            continue;
+        }
+        todo.extend(children.get(&procs[i].0).into_iter().flatten());
+    }
+    let recent = RECENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let rank = |i: usize| -> usize {
+        if inside[i] {
+            0
+        } else if recent.contains(&(procs[i].0, procs[i].2)) {
+            1
+        } else {
+            2
+        }
+    };
+    let mut order: Vec<usize> = (0..procs.len()).collect();
+    order.sort_by_key(|&i| rank(i));
+    order
+        .into_iter()
+        .map(|i| (procs[i].0, procs[i].2, inside[i]))
+        .collect()
+}
+
+fn remember_outside(holder: Proc) {
+    let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    recent.retain(|p| *p != holder);
+    recent.insert(0, holder);
+    recent.truncate(RECENT_KEPT);
 }
 
 /// The numeric entries of `/proc`.
@@ -189,6 +251,7 @@ fn judge(relays: &Relays, scan: &Scan, inode: u64) -> PeerOwner {
             "the parents of a process holding the client's socket cannot be followed ({why})"
         ));
     }
+    remember_outside(holders[0]);
     let pid = holders[0].0;
     PeerOwner::Outside {
         pid,
