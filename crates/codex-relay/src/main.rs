@@ -72,6 +72,9 @@ fn main() -> std::process::ExitCode {
             "codex-relay: warning: cannot keep what a dead Codex leaves in the relay's tree: {e}"
         ));
     }
+    // The other relays on this machine learn that this process is one (everything below it is
+    // Codex's), so they refuse its sessions too.
+    codex_relay_codex::platform::relays::announce();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

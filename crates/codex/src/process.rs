@@ -147,9 +147,6 @@ impl CodexProcess {
                 None => cmd.env_remove(k),
             };
         }
-        // Other relays on this machine learn that this process is one, so they refuse its
-        // sessions too.
-        platform::relays::announce();
         let mut child =
             platform::reaper::spawn_owned(|| cmd.spawn(), |c| c.id()).map_err(|source| {
                 StartError::Spawn {

@@ -1,6 +1,8 @@
-//! Every relay on this machine, so that each can refuse the others' sessions: a process that
-//! starts Codex announces itself by binding an abstract Unix socket named after its pid and
-//! start time. The kernel lists those names with the user who bound them; nothing on disk, so
+//! Every relay on this machine, so that each can refuse the others' sessions: a relay process
+//! (one whose every child is Codex's or the relay's own helper: the codex-relay binary, not an
+//! application that embeds the library and starts other programs too) announces itself by
+//! binding an abstract Unix socket named after its pid and start time; what descends from it
+//! counts as a session's. The kernel lists those names with the user who bound them; nothing on disk, so
 //! a command Codex runs cannot delete an entry (only the process that bound it, by exiting,
 //! removes it), and a name it binds itself only makes more processes count as relays, which
 //! refuses more, never less. Names are per network namespace: a relay in another one is
