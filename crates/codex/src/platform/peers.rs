@@ -89,7 +89,7 @@ pub fn owners_among(relays: &Relays, conns: &[(SocketAddr, SocketAddr)]) -> Vec<
         .into_iter()
         .map(|c| match c {
             Client::Remote => PeerOwner::Remote,
-            Client::Gone(why) => PeerOwner::Unchecked(format!("the client {why}")),
+            Client::Gone(why) => PeerOwner::Unchecked(why),
             Client::Local { uid, .. } if uid != me => PeerOwner::OtherUser { uid },
             Client::Local { inode, .. } => {
                 let scan = scan.as_ref().expect("scanned for every local socket");

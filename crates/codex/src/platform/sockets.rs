@@ -32,7 +32,7 @@ pub fn client(peer: SocketAddr, local: SocketAddr) -> Client {
         Ok(Some(s)) if s.dst == canonical(local) && s.state != TCP_LISTEN => {
             return if s.inode == 0 {
                 Client::Gone(format!(
-                    "its socket is no longer held by any process (state {})",
+                    "the client's socket is no longer held by any process (state {})",
                     state_name(s.state)
                 ))
             } else {
@@ -50,7 +50,7 @@ pub fn client(peer: SocketAddr, local: SocketAddr) -> Client {
         Err(e) => lookup(e),
         Ok(Some(s)) if s.dst == canonical(peer) && s.state == TCP_ESTABLISHED => Client::Remote,
         Ok(s) => Client::Gone(format!(
-            "its socket is gone and ours is {} (reset before it could be checked)",
+            "the client's socket is gone and ours is {} (reset before it could be checked)",
             s.map_or("gone", |s| state_name(s.state))
         )),
     }
@@ -110,6 +110,24 @@ mod tests {
                 client(peer, local)
             );
         }
+    }
+
+    #[test]
+    fn an_ipv4_client_of_a_dual_stack_listener_is_local() {
+        let Ok(listener) = TcpListener::bind("[::]:0") else {
+            return codex_relay_testkit::skip::skip("no IPv6 on this machine");
+        };
+        let port = listener.local_addr().unwrap().port();
+        let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (server, peer) = listener.accept().unwrap();
+        // Seen through the IPv6 listener as ::ffff:127.0.0.1.
+        assert!(peer.is_ipv6(), "{peer}");
+        let local = server.local_addr().unwrap();
+        assert!(
+            matches!(client(peer, local), Client::Local { inode, .. } if inode != 0),
+            "{:?}",
+            client(peer, local)
+        );
     }
 
     #[test]
