@@ -15,6 +15,10 @@ use crate::options::SessionOptions;
 use crate::result::RunResult;
 use crate::session::Session;
 
+/// The libpq variables removed from Codex's environment when the relay's store is Postgres:
+/// a password, or where one is kept.
+const RELAY_PG_VARS: [&str; 2] = ["PGPASSWORD", "PGPASSFILE"];
+
 /// Settings for a [`Client`]: the same ones `codex-relay serve`/`mcp`/`run` take, with the
 /// same defaults. Start from [`ClientBuilder::from_env`] to honour the binary's environment
 /// variables (`CODEX_CLI_PATH`, `CODEX_HOME`, `CODEX_RELAY_DATA_DIR`, `CODEX_RELAY_DB`,
@@ -301,6 +305,15 @@ impl ClientBuilder {
         if let Some(AuthSource::ApiKeyEnv(name)) = &self.auth {
             codex.env.push((name.into(), None));
         }
+        // With a Postgres store, the libpq variables that may hold or point at the relay's own
+        // password (the driver reads them to complete the URL) are the relay's: with its
+        // database a command could write an answer to its own approval.
+        let store = self.store_target().to_ascii_lowercase();
+        if store.starts_with("postgres://") || store.starts_with("postgresql://") {
+            for name in RELAY_PG_VARS {
+                codex.env.push((name.into(), None));
+            }
+        }
         if let Some(t) = self.startup_timeout {
             codex.startup_timeout = t;
         }
@@ -511,5 +524,41 @@ impl SessionOptions {
             dynamic_tools: self.tools.iter().map(|t| t.to_dynamic()).collect(),
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn removed(b: &ClientBuilder) -> Vec<String> {
+        let config = b.relay_config().unwrap();
+        config
+            .codex
+            .env
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_postgres_store_keeps_its_password_variables_from_codex() {
+        let b = ClientBuilder::new()
+            .codex_binary("/bin/true")
+            .store("postgres://relay@db.example/relay");
+        let gone = removed(&b);
+        for name in RELAY_PG_VARS {
+            assert!(
+                gone.iter().any(|g| g == name),
+                "{name} reaches Codex: {gone:?}"
+            );
+        }
+        // A SQLite store leaves them to the commands (they may be the user's own database's).
+        let dir = tempfile::tempdir().unwrap();
+        let b = ClientBuilder::new()
+            .codex_binary("/bin/true")
+            .store(dir.path().join("relay.db").display().to_string());
+        assert!(!removed(&b).iter().any(|g| g.starts_with("PG")));
     }
 }

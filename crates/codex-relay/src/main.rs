@@ -65,6 +65,16 @@ fn main() -> std::process::ExitCode {
     codex_relay_codex::platform::process::harden_self(&[http_front::TOKEN_VAR]);
     // A descriptor per connection (up to --max-connections), plus Codex's pipes and the store.
     codex_relay_codex::platform::process::raise_fd_limit(65_536);
+    // What a Codex process leaves when it dies (a command may kill it to leave its tree) comes
+    // to the relay, not to init: still inside, for the peer check; stopped and reaped here.
+    if let Err(e) = codex_relay_codex::platform::reaper::adopt_orphans() {
+        serve::say(&format!(
+            "codex-relay: warning: cannot keep what a dead Codex leaves in the relay's tree: {e}"
+        ));
+    }
+    // The other relays on this machine learn that this process is one (everything below it is
+    // Codex's), so they refuse its sessions too.
+    codex_relay_codex::platform::relays::announce();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -83,6 +93,7 @@ fn main() -> std::process::ExitCode {
     // SIGTERM the process lived on until the next keystroke. Everything else is done by now
     // (the engine shut down and the store flushed inside `run`).
     runtime.shutdown_background();
+    codex_relay_codex::platform::reaper::stop_adopted();
     code
 }
 

@@ -213,24 +213,29 @@ fn banner(addr: SocketAddr, token: &crate::http_front::Token, creds: &Credential
     out
 }
 
-/// Refuses connections from the processes of the relay's own Codex trees: everything Codex
-/// started, at any depth (Codex keeps the orphans of what it runs), so a model-run command
-/// can neither drive the relay nor answer its own approval, whatever it has read.
+/// Refuses connections from the processes of every relay's Codex trees on this machine (this
+/// relay's and the others'): everything a Codex a relay started runs, at any depth (Codex,
+/// and the relay after it, keep the orphans of what they run), so a model-run command can
+/// neither drive a relay nor answer its own approval, whatever it has read. A connection
+/// passes only when its client is on another machine, another user's, or held by processes
+/// found outside all of them; one that cannot be checked is refused.
 struct OwnTrees;
 
 impl codex_relay_http::server::PeerCheck for OwnTrees {
     fn check(&self, conns: &[(SocketAddr, SocketAddr)]) -> Vec<Result<(), String>> {
-        use codex_relay_codex::platform::sockets::{PeerOwner, owners};
-        owners(std::process::id(), conns)
+        use codex_relay_codex::platform::peers::{PeerOwner, owners};
+        owners(conns)
             .into_iter()
             .map(|owner| match owner {
-                PeerOwner::Remote | PeerOwner::Outside => Ok(()),
-                PeerOwner::InTree { pid, command } => Err(format!(
-                    "the client is process {pid} ({command}), started by Codex"
-                )),
-                PeerOwner::Unknown(why) => {
-                    Err(format!("the client's process cannot be checked: {why}"))
+                PeerOwner::Remote | PeerOwner::OtherUser { .. } | PeerOwner::Outside { .. } => {
+                    Ok(())
                 }
+                PeerOwner::Inside { pid, command, why } => Err(format!(
+                    "the client is process {pid} ({command}), started by Codex: {why}"
+                )),
+                PeerOwner::Unchecked(why) => Err(format!(
+                    "the client's process cannot be checked, so it counts as started by Codex: {why}"
+                )),
             })
             .collect()
     }

@@ -70,11 +70,21 @@ pub async fn probe_version(
     timeout: Duration,
 ) -> Result<CodexVersion, StartError> {
     let name = binary.display().to_string();
-    let run = tokio::process::Command::new(binary)
-        .arg("--version")
+    let mut cmd = tokio::process::Command::new(binary);
+    cmd.arg("--version")
+        // The commands Codex runs can read this process's environment while it lives: it gets
+        // only where the tools are (the npm launcher finds `node` on PATH).
+        .env_clear()
+        .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
         .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let run = async {
+        crate::platform::reaper::spawn_owned(|| cmd.spawn(), |c| c.id())?
+            .wait_with_output()
+            .await
+    };
     let out = match tokio::time::timeout(timeout, run).await {
         Err(_) => {
             return Err(StartError::VersionProbe {

@@ -147,10 +147,13 @@ impl CodexProcess {
                 None => cmd.env_remove(k),
             };
         }
-        let mut child = cmd.spawn().map_err(|source| StartError::Spawn {
-            binary: spec.binary.display().to_string(),
-            source,
-        })?;
+        let mut child =
+            platform::reaper::spawn_owned(|| cmd.spawn(), |c| c.id()).map_err(|source| {
+                StartError::Spawn {
+                    binary: spec.binary.display().to_string(),
+                    source,
+                }
+            })?;
         let pid = child.id().unwrap_or(0);
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");

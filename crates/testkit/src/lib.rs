@@ -11,10 +11,12 @@
 //! - [`postgres`]: the test Postgres URL, or the explicit opt-out that skips those variants.
 //! - [`skip`]: loud, counted skips (what `./scripts/test` lists and `CI=true` refuses).
 //! - [`fixtures`]: pending requests and resolutions in their stored JSON shape.
+//! - [`addrs`]: the machine's own addresses beyond loopback.
 //! - [`loopback`]: an axum app on an ephemeral loopback port while its guard lives.
 //! - [`tcp_proxy`]: a TCP proxy a test cuts and mends (a network cut to Postgres).
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
 
+pub mod addrs;
 pub mod clients;
 pub mod exec;
 pub mod fixtures;

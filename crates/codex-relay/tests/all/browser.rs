@@ -27,7 +27,7 @@ fn on_path(name: &str) -> bool {
 }
 
 /// Debian's Chromium, installed with apt when it is missing and we may; `Err` says why not.
-fn chromium() -> Result<PathBuf, String> {
+pub(crate) fn chromium() -> Result<PathBuf, String> {
     let path = PathBuf::from(CHROMIUM);
     if path.exists() {
         return Ok(path);

@@ -4,12 +4,14 @@
 //! `cargo test -p <crate> --test all <file>` runs one file); the shared helpers are modules
 //! beside them, so that a helper no test uses is dead code.
 
+mod brake_support;
 mod cluster_support;
 mod common;
 mod http_support;
 mod legacy_support;
 mod library_support;
 
+mod brake;
 mod browser;
 mod cluster;
 mod cluster_faults;
@@ -46,6 +48,7 @@ mod ordinary_user;
 mod rules_notify_knobs;
 mod rules_sandbox;
 mod run_cli;
+mod secrets_in_environ;
 mod secure_by_default;
 mod self_approval;
 mod serve_stderr_closed;

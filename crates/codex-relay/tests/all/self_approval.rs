@@ -1,4 +1,5 @@
-//! A session cannot release the human's brake. Over the real Codex with the scripted model:
+//! A session cannot release the human's brake. Over the real Codex with the scripted model,
+//! the relay, Codex and its commands all the ordinary test user:
 //! one session waits for a human to approve `touch approved-by-attacker`; in another session
 //! (workspace-write with network access, no approvals) the model runs a script that looks
 //! everywhere a command can look for the relay's token (its own environment, every
@@ -51,7 +52,11 @@ echo "$1 finished"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_run_command_cannot_approve_its_own_request_or_start_a_session() {
-    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
+    // As an ordinary user: root reads every /proc entry and would find what a user cannot.
+    let bed = match Bed::ordinary(codex_relay_testkit::NEWEST, "").await {
+        Ok(bed) => bed,
+        Err(why) => return codex_relay_testkit::skip::skip(why),
+    };
     let ws = bed.home.workspace().to_path_buf();
     bed.model.route(
         "MARK-VICTIM",
@@ -66,13 +71,11 @@ async fn a_model_run_command_cannot_approve_its_own_request_or_start_a_session()
     let mut args = bed.args(300_000);
     args.extend(["--listen", "127.0.0.1:0", "--api-key-env", "RELAY_TEST_KEY"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut env: Vec<(&str, String)> = ["PATH", "HOME", "TMPDIR"]
-        .into_iter()
-        .filter_map(|k| Some((k, std::env::var(k).ok()?)))
-        .collect();
-    env.push(("LOG_LEVEL", "info".into()));
-    env.push(("RELAY_TEST_KEY", API_KEY.into()));
-    let relay = HttpRelay::start_with_env(&args, &env).await;
+    let env = [
+        ("LOG_LEVEL", "info".to_owned()),
+        ("RELAY_TEST_KEY", API_KEY.to_owned()),
+    ];
+    let relay = HttpRelay::start_ordinary(&bed, &args, &env).await;
     let c = Client::new(&relay.url);
 
     // A session waits for a human to approve a command.

@@ -8,10 +8,17 @@
 //! - [`process::harden_self`]: the relay's own memory and environment out of reach of other
 //!   processes of the same user (Linux: not dumpable, secret values overwritten in place).
 //! - [`process::raise_fd_limit`]: room for one descriptor per connection.
+//! - [`reaper`]: the relay as the subreaper of what its Codex processes leave when they die, so
+//!   it stays in the relay's tree; it reaps and stops those, never its own children.
 //! - [`tree`]: a tree's processes found by a marker in their environment and by parent pid,
 //!   killed together; a watchdog process that kills a tree if the relay dies without doing it.
-//! - [`sockets`]: for a TCP connection from this machine, whether a process of a given tree
-//!   holds the client's socket.
+//! - [`relays`]: every relay on the machine announced to the others (so each refuses the
+//!   others' sessions too).
+//! - [`sockets`]: for an accepted TCP connection, the client's socket as the kernel knows it
+//!   (another machine, a local socket, or one nobody holds), over [`diag`] (socket
+//!   diagnostics).
+//! - [`peers`]: whether the process holding a local client's socket descends from a relay or a
+//!   Codex tree; anything that cannot be checked counts as if it did.
 //!
 //! Each function documents what it guarantees; callers rely on nothing else.
 
@@ -20,6 +27,10 @@ compile_error!(
     "codex-relay runs on Linux only: a port implements the items of crates/codex/src/platform (see its module documentation)"
 );
 
+pub mod diag;
+pub mod peers;
 pub mod process;
+pub mod reaper;
+pub mod relays;
 pub mod sockets;
 pub mod tree;

@@ -155,16 +155,19 @@ done"#;
 impl Watchdog {
     pub fn start(marker: &str) -> Watchdog {
         use std::os::unix::process::CommandExt;
-        let child = std::process::Command::new("/bin/sh")
-            .args(["-c", WATCHDOG, "codex-relay-watchdog"])
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", WATCHDOG, "codex-relay-watchdog"])
             .arg(std::process::id().to_string())
             .arg(marker)
-            .env_remove(MARKER_VAR)
+            // Commands Codex runs can read this process's environment: nothing of the relay's
+            // goes into it (its database URL, its token file's path), only where the tools are.
+            .env_clear()
+            .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
-            .process_group(0)
-            .spawn();
+            .process_group(0);
+        let child = super::reaper::spawn_owned(|| cmd.spawn(), |c| Some(c.id()));
         match child {
             Ok(c) => Watchdog(Some(c)),
             Err(e) => {
@@ -194,15 +197,37 @@ impl Drop for Watchdog {
 /// A process: its pid and its start time (so a reused pid is never killed by mistake).
 pub type Proc = (u32, u64);
 
-/// `(pid, ppid, starttime)` from `/proc/<pid>/stat`.
-fn stat(pid: u32) -> Option<(u32, u64)> {
+/// What `/proc/<pid>/stat` says of a process (readable for every process, whoever owns it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub ppid: u32,
+    /// Clock ticks after boot: with the pid, names one process for good.
+    pub start: u64,
+    /// `R`, `S`, ..., `Z` (a zombie).
+    pub state: u8,
+}
+
+pub(crate) fn read_stat(pid: u32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = text.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // After the command: state, ppid, ..., starttime is the 20th.
-    let ppid = fields.get(1)?.parse().ok()?;
-    let start = fields.get(19)?.parse().ok()?;
-    Some((ppid, start))
+    Some(Stat {
+        state: *fields.first()?.as_bytes().first()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// `(ppid, starttime)` from `/proc/<pid>/stat`.
+pub(crate) fn stat(pid: u32) -> Option<(u32, u64)> {
+    read_stat(pid).map(|s| (s.ppid, s.start))
+}
+
+/// This process.
+pub fn own() -> Proc {
+    let pid = std::process::id();
+    (pid, stat(pid).map_or(0, |(_, start)| start))
 }
 
 /// Every live descendant of `root` (children, grandchildren, ...), whatever their group or
