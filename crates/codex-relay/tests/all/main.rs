@@ -21,6 +21,7 @@ mod demo_session;
 mod doctor;
 mod examples;
 mod fronts_auth;
+mod http_abuse;
 mod http_answer_links;
 mod http_api;
 mod http_race;
