@@ -222,6 +222,8 @@ impl Relay {
             agent_tx,
             agent_rx,
             agent_seen: Default::default(),
+            limits: self.inner.config.policy.clone(),
+            default_cwd: self.default_cwd(),
         };
         let handle = SessionHandle {
             shared,
@@ -268,21 +270,46 @@ impl Relay {
             policy = policy.or(Some(p));
             sandbox = sandbox.or(Some(s));
         }
+        // Codex's own CODEX_HOME: as it reports it (0.169), else as it was started with.
+        let process = self
+            .inner
+            .servers
+            .config_for(opts.codex_home.clone().map(Into::into));
+        let home = server
+            .initialize_response()
+            .codex_home
+            .clone()
+            .map(std::path::PathBuf::from)
+            .or(process.codex_home.clone())
+            .or_else(crate::login::default_codex_home);
+        let limits = &self.inner.config.policy;
         let config = match &opts.profile {
-            Some(profile) => {
-                let home = server
-                    .initialize_response()
-                    .codex_home
-                    .as_deref()
-                    .map(std::path::Path::new);
-                Some(crate::profile::overrides(
-                    home,
-                    profile,
-                    opts.config.clone(),
-                )?)
+            Some(name) => {
+                let profile = crate::profile::load(home.as_deref(), name)?;
+                limits.check_profile(&profile, &self.default_cwd())?;
+                Some(crate::profile::overrides(&profile, opts.config.clone()))
             }
             None => opts.config.clone(),
         };
+        if limits.limits_commands() {
+            // Codex is told both, within the limits, whatever its own config says.
+            let cwd = opts
+                .cwd
+                .as_deref()
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| self.default_cwd());
+            let (s, p) = limits.settle(
+                &crate::policy::Wanted {
+                    sandbox,
+                    approval: policy,
+                    overrides: config.as_ref(),
+                    cwd: &cwd,
+                },
+                &crate::policy::CodexConfig::read(home.as_deref(), &process.config_overrides),
+            );
+            sandbox = Some(s);
+            policy = Some(p);
+        }
         let params = ThreadStartParams {
             model: opts.model.clone(),
             cwd: opts.cwd.clone(),
@@ -296,6 +323,9 @@ impl Relay {
             ..Default::default()
         };
         let started = server.thread_start(&params).await?;
+        // What Codex says it runs the thread with is checked too: a layer of its config the
+        // relay did not read cannot widen it.
+        limits.check_effective(&crate::policy::Effective::of(&started), &self.default_cwd())?;
         let id = started.thread.id.clone();
         // Recorded as this instance's before anything of it is written.
         self.claim_new(&id).await?;
@@ -425,12 +455,12 @@ impl Relay {
         };
         // A thread another client made carries its own directory and settings: the same
         // limits hold for it as for a new session.
-        if let Err(e) = self.inner.config.policy.check_resumed(
-            resumed.cwd.as_deref().or(resumed.thread.cwd.as_deref()),
-            resumed.sandbox.as_ref(),
-            resumed.approval_policy.as_ref(),
-            &self.default_cwd(),
-        ) {
+        if let Err(e) = self
+            .inner
+            .config
+            .policy
+            .check_effective(&crate::policy::Effective::of(&resumed), &self.default_cwd())
+        {
             self.inner.servers.release(id);
             self.unclaim(id);
             return Err(e);

@@ -50,5 +50,6 @@ mod secure_by_default;
 mod self_approval;
 mod serve_stderr_closed;
 mod slowloris;
+mod start_limits_config;
 mod start_policy;
 mod ui_serving;
