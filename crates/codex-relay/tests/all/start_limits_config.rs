@@ -4,8 +4,9 @@
 //! approval left to time out (declined): a `notify` override (a program Codex runs unsandboxed
 //! at a turn's end) is refused on every front; a session that asks for nothing while
 //! CODEX_HOME's `config.toml` says `danger-full-access` and `never` runs in the workspace
-//! sandbox (on `serve` beyond loopback, with no limit flag); a profile is judged by what it
-//! sets; and a session resumed after the limits were tightened is refused before its turn
+//! sandbox (on `serve` beyond loopback, with no limit flag); a profile (its own file, or a
+//! `[profiles.<name>]` table as Codex 0.98 keeps them) is judged by what it sets (these two
+//! on 0.169 and 0.98); and a session resumed after the limits were tightened is refused before its turn
 //! runs. Each case says where the model's file outside the workspace ended up.
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,11 @@ use codex_relay_testkit::ordinary::Ordinary;
 use serde_json::{Value, json};
 
 const TURN: Duration = Duration::from_secs(120);
+
+codex_relay_testkit::for_each_codex!(
+    a_session_that_asks_for_nothing_gets_the_limit_not_codexs_full_access,
+    a_profile_is_judged_by_the_settings_it_brings,
+);
 
 /// Writes outside the workspace are blocked by the sandbox even for `/tmp` and `$TMPDIR`.
 const NO_TMP: &str =
@@ -209,11 +215,12 @@ fn text_of(answer: &Value) -> String {
     answer["text"].as_str().unwrap_or_default().to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_that_asks_for_nothing_gets_the_limit_not_codexs_full_access() {
+async fn a_session_that_asks_for_nothing_gets_the_limit_not_codexs_full_access(
+    version: &'static str,
+) {
     let toml =
         format!("sandbox_mode = \"danger-full-access\"\napproval_policy = \"never\"\n{NO_TMP}");
-    let bed = match Bed::ordinary(codex_relay_testkit::NEWEST, &toml).await {
+    let bed = match Bed::ordinary(version, &toml).await {
         Ok(bed) => bed,
         Err(why) => return codex_relay_testkit::skip::skip(why),
     };
@@ -248,9 +255,10 @@ async fn a_session_that_asks_for_nothing_gets_the_limit_not_codexs_full_access()
     bed.assert_no_codex_left().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_profile_is_judged_by_the_settings_it_brings() {
-    let bed = match Bed::ordinary(codex_relay_testkit::NEWEST, NO_TMP).await {
+async fn a_profile_is_judged_by_the_settings_it_brings(version: &'static str) {
+    // A profile as Codex 0.98 keeps it: a table of config.toml.
+    let toml = format!("[profiles.wide]\nsandbox_mode = \"danger-full-access\"\n{NO_TMP}");
+    let bed = match Bed::ordinary(version, &toml).await {
         Ok(bed) => bed,
         Err(why) => return codex_relay_testkit::skip::skip(why),
     };
@@ -286,6 +294,26 @@ async fn a_profile_is_judged_by_the_settings_it_brings() {
         &["full.config.toml", "danger-full-access", "workspace-write"],
     )
     .await;
+    let r = c
+        .post(
+            "/api/sessions",
+            &json!({"prompt": "MARK-PROFILE: make the files", "cwd": ws, "profile": "wide"}),
+        )
+        .await;
+    refused(
+        &c,
+        &r,
+        &leak,
+        &["wide", "config.toml", "danger-full-access"],
+    )
+    .await;
+    let r = c
+        .post(
+            "/api/sessions",
+            &json!({"prompt": "MARK-PROFILE: make the files", "cwd": ws, "profile": "nowhere"}),
+        )
+        .await;
+    refused(&c, &r, &leak, &["no such profile"]).await;
     // A profile within the limits runs, sandboxed.
     let r = c
         .post(
