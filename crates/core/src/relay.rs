@@ -264,52 +264,7 @@ impl Relay {
             .servers
             .reserve(opts.codex_home.clone().map(Into::into));
         let server = place.server().await?;
-        let (mut policy, mut sandbox) = (opts.approval_policy, opts.sandbox);
-        if let Some(mode) = opts.mode {
-            let (p, s) = mode.settings(server.version());
-            policy = policy.or(Some(p));
-            sandbox = sandbox.or(Some(s));
-        }
-        // Codex's own CODEX_HOME: as it reports it (0.169), else as it was started with.
-        let process = self
-            .inner
-            .servers
-            .config_for(opts.codex_home.clone().map(Into::into));
-        let home = server
-            .initialize_response()
-            .codex_home
-            .clone()
-            .map(std::path::PathBuf::from)
-            .or(process.codex_home.clone())
-            .or_else(crate::login::default_codex_home);
-        let limits = &self.inner.config.policy;
-        let config = match &opts.profile {
-            Some(name) => {
-                let profile = crate::profile::load(home.as_deref(), name)?;
-                limits.check_profile(&profile, &self.default_cwd())?;
-                Some(crate::profile::overrides(&profile, opts.config.clone()))
-            }
-            None => opts.config.clone(),
-        };
-        if limits.limits_commands() {
-            // Codex is told both, within the limits, whatever its own config says.
-            let cwd = opts
-                .cwd
-                .as_deref()
-                .map(std::path::PathBuf::from)
-                .unwrap_or_else(|| self.default_cwd());
-            let (s, p) = limits.settle(
-                &crate::policy::Wanted {
-                    sandbox,
-                    approval: policy,
-                    overrides: config.as_ref(),
-                    cwd: &cwd,
-                },
-                &crate::policy::CodexConfig::read(home.as_deref(), &process.config_overrides),
-            );
-            sandbox = Some(s);
-            policy = Some(p);
-        }
+        let (policy, sandbox, config) = self.start_settings(&opts, &server)?;
         let params = ThreadStartParams {
             model: opts.model.clone(),
             cwd: opts.cwd.clone(),
@@ -325,7 +280,10 @@ impl Relay {
         let started = server.thread_start(&params).await?;
         // What Codex says it runs the thread with is checked too: a layer of its config the
         // relay did not read cannot widen it.
-        limits.check_effective(&crate::policy::Effective::of(&started), &self.default_cwd())?;
+        self.inner
+            .config
+            .policy
+            .check_effective(&crate::policy::Effective::of(&started), &self.default_cwd())?;
         let id = started.thread.id.clone();
         // Recorded as this instance's before anything of it is written.
         self.claim_new(&id).await?;
@@ -375,40 +333,6 @@ impl Relay {
             None => None,
         };
         Ok((handle, first))
-    }
-
-    /// Where a session without a `cwd` works: the configured directory, else the relay's own.
-    fn default_cwd(&self) -> std::path::PathBuf {
-        self.inner
-            .config
-            .codex
-            .cwd
-            .clone()
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| "/".into())
-    }
-
-    /// Refuses options beyond the operator's [`StartPolicy`](crate::policy::StartPolicy),
-    /// before any Codex work is done.
-    fn check_policy(&self, opts: &CreateOptions) -> Result<(), RelayError> {
-        let policy = &self.inner.config.policy;
-        if policy.is_open() {
-            return Ok(());
-        }
-        // A permission mode's settings; the Codex version only renames `on-failure`, which
-        // ranks as `on-request` anyway.
-        let from_mode = opts
-            .mode
-            .map(|m| m.settings(&codex_relay_codex::CodexVersion::new(0, 169, 0)));
-        let asked = crate::policy::Asked {
-            cwd: opts.cwd.as_deref(),
-            sandbox: opts.sandbox.or(from_mode.map(|m| m.1)),
-            approval: opts.approval_policy.or(from_mode.map(|m| m.0)),
-            config: opts.config.as_ref(),
-            profile: opts.profile.as_deref(),
-            images: &opts.images,
-        };
-        policy.check(&asked, &self.default_cwd())
     }
 
     /// A session by id: one of ours (live or restored), or any Codex thread id, which is

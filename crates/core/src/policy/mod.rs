@@ -3,6 +3,7 @@
 //! policy, config overrides and profiles), checked by the engine for every front before Codex
 //! sees them, and again against what Codex reports it runs with.
 
+mod apply;
 mod keys;
 mod settle;
 
