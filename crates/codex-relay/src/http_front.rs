@@ -45,7 +45,8 @@ pub struct HttpArgs {
     /// Connections open at once; at the cap the longest-idle one is closed to make room.
     #[arg(long, env = "CODEX_RELAY_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
-    /// How long a request's headers may take, and a connection may sit idle, in milliseconds.
+    /// How long a request's headers may take, a connection may sit idle, and a body may take
+    /// before it must average 4 KiB/s, in milliseconds.
     #[arg(long, env = "CODEX_RELAY_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
     header_timeout_ms: u64,
     /// Event streams (SSE, MCP streams) open at once, in all.
@@ -183,6 +184,7 @@ impl HttpArgs {
         ServerLimits {
             max_connections: self.max_connections.max(1),
             header_timeout: Duration::from_millis(self.header_timeout_ms.max(100)),
+            ..Default::default()
         }
     }
 

@@ -31,7 +31,9 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "POLICY", env = "CODEX_RELAY_MAX_APPROVAL_POLICY")]
     pub max_approval_policy: Option<ApprovalPolicy>,
     /// Whether clients may pass Codex config overrides (`config`) and profiles: yes or no.
-    /// Default: yes, except for `serve` beyond loopback: no.
+    /// While the sandbox or approval policy is limited, only keys that tune the model (and a
+    /// profile setting only those) are taken. Default: yes, except for `serve` beyond
+    /// loopback: no.
     #[arg(long, value_name = "YES|NO", env = "CODEX_RELAY_ALLOW_CONFIG_OVERRIDES", value_parser = parse_yes_no)]
     pub allow_config_overrides: Option<bool>,
     #[arg(skip)]
@@ -102,7 +104,9 @@ impl PolicyArgs {
                 .unwrap_or_else(|| "anywhere".into()),
             policy.max_sandbox,
             policy.max_approval.as_str(),
-            if policy.allow_config {
+            if policy.allow_config && policy.limits_commands() {
+                "allowed (keys that tune the model only)"
+            } else if policy.allow_config {
                 "allowed"
             } else {
                 "refused"

@@ -222,6 +222,8 @@ impl Relay {
             agent_tx,
             agent_rx,
             agent_seen: Default::default(),
+            limits: self.inner.config.policy.clone(),
+            default_cwd: self.default_cwd(),
         };
         let handle = SessionHandle {
             shared,
@@ -262,27 +264,7 @@ impl Relay {
             .servers
             .reserve(opts.codex_home.clone().map(Into::into));
         let server = place.server().await?;
-        let (mut policy, mut sandbox) = (opts.approval_policy, opts.sandbox);
-        if let Some(mode) = opts.mode {
-            let (p, s) = mode.settings(server.version());
-            policy = policy.or(Some(p));
-            sandbox = sandbox.or(Some(s));
-        }
-        let config = match &opts.profile {
-            Some(profile) => {
-                let home = server
-                    .initialize_response()
-                    .codex_home
-                    .as_deref()
-                    .map(std::path::Path::new);
-                Some(crate::profile::overrides(
-                    home,
-                    profile,
-                    opts.config.clone(),
-                )?)
-            }
-            None => opts.config.clone(),
-        };
+        let (policy, sandbox, config) = self.start_settings(&opts, &server)?;
         let params = ThreadStartParams {
             model: opts.model.clone(),
             cwd: opts.cwd.clone(),
@@ -296,6 +278,12 @@ impl Relay {
             ..Default::default()
         };
         let started = server.thread_start(&params).await?;
+        // What Codex says it runs the thread with is checked too: a layer of its config the
+        // relay did not read cannot widen it.
+        self.inner
+            .config
+            .policy
+            .check_effective(&crate::policy::Effective::of(&started), &self.default_cwd())?;
         let id = started.thread.id.clone();
         // Recorded as this instance's before anything of it is written.
         self.claim_new(&id).await?;
@@ -347,40 +335,6 @@ impl Relay {
         Ok((handle, first))
     }
 
-    /// Where a session without a `cwd` works: the configured directory, else the relay's own.
-    fn default_cwd(&self) -> std::path::PathBuf {
-        self.inner
-            .config
-            .codex
-            .cwd
-            .clone()
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| "/".into())
-    }
-
-    /// Refuses options beyond the operator's [`StartPolicy`](crate::policy::StartPolicy),
-    /// before any Codex work is done.
-    fn check_policy(&self, opts: &CreateOptions) -> Result<(), RelayError> {
-        let policy = &self.inner.config.policy;
-        if policy.is_open() {
-            return Ok(());
-        }
-        // A permission mode's settings; the Codex version only renames `on-failure`, which
-        // ranks as `on-request` anyway.
-        let from_mode = opts
-            .mode
-            .map(|m| m.settings(&codex_relay_codex::CodexVersion::new(0, 169, 0)));
-        let asked = crate::policy::Asked {
-            cwd: opts.cwd.as_deref(),
-            sandbox: opts.sandbox.or(from_mode.map(|m| m.1)),
-            approval: opts.approval_policy.or(from_mode.map(|m| m.0)),
-            config: opts.config.as_ref(),
-            profile: opts.profile.as_deref(),
-            images: &opts.images,
-        };
-        policy.check(&asked, &self.default_cwd())
-    }
-
     /// A session by id: one of ours (live or restored), or any Codex thread id, which is
     /// resumed into this relay.
     pub async fn session(&self, id: &str) -> Result<SessionHandle, RelayError> {
@@ -425,12 +379,12 @@ impl Relay {
         };
         // A thread another client made carries its own directory and settings: the same
         // limits hold for it as for a new session.
-        if let Err(e) = self.inner.config.policy.check_resumed(
-            resumed.cwd.as_deref().or(resumed.thread.cwd.as_deref()),
-            resumed.sandbox.as_ref(),
-            resumed.approval_policy.as_ref(),
-            &self.default_cwd(),
-        ) {
+        if let Err(e) = self
+            .inner
+            .config
+            .policy
+            .check_effective(&crate::policy::Effective::of(&resumed), &self.default_cwd())
+        {
             self.inner.servers.release(id);
             self.unclaim(id);
             return Err(e);

@@ -1,9 +1,9 @@
 //! Who may call the relay: its token (known only by its SHA-256 hash), the browser logins it
 //! grants (random session cookies with an expiry, kept as hashes), one-time login links, and
-//! throttling of failed attempts.
+//! throttling of failed attempts (failures only: a correct credential is never refused).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,9 +17,46 @@ pub const MIN_TOKEN_BYTES: usize = 16;
 pub const LOGIN_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How long a one-time login link printed at start stays usable (once).
 pub const ONCE_LIFETIME: Duration = Duration::from_secs(3600);
-/// Failed attempts per client address within [`THROTTLE_WINDOW`] before it must wait.
+/// Failed attempts per client (see [`ThrottleKey`]) within [`THROTTLE_WINDOW`] before its
+/// failures get 429.
 pub const THROTTLE_FAILURES: usize = 10;
 pub const THROTTLE_WINDOW: Duration = Duration::from_secs(60);
+/// Clients whose failures are remembered at once; past it the stalest are forgotten first.
+const THROTTLE_CLIENTS: usize = 10_000;
+
+/// Whose budget of failures an attempt spends: one budget for the whole loopback range (any
+/// local process can use 127.0.0.2 as easily as 127.0.0.1, and `::1`), one per IPv4 address,
+/// and one per IPv6 /64 (the least a host or a home is given: one machine can use every
+/// address in it). An IPv4 address written as IPv6 (`::ffff:a.b.c.d`) is that IPv4 address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThrottleKey {
+    Loopback,
+    V4([u8; 4]),
+    V6Prefix([u8; 8]),
+}
+
+impl ThrottleKey {
+    pub fn of(ip: IpAddr) -> Self {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map(IpAddr::V4)
+                .unwrap_or(IpAddr::V6(v6)),
+            v4 => v4,
+        };
+        if ip.is_loopback() {
+            return Self::Loopback;
+        }
+        match ip {
+            IpAddr::V4(v4) => Self::V4(v4.octets()),
+            IpAddr::V6(v6) => {
+                let mut prefix = [0u8; 8];
+                prefix.copy_from_slice(&Ipv6Addr::octets(&v6)[..8]);
+                Self::V6Prefix(prefix)
+            }
+        }
+    }
+}
 
 /// A SHA-256 digest.
 pub type Hash = [u8; 32];
@@ -103,7 +140,8 @@ pub struct Credentials {
     token: Option<Hash>,
     logins: Mutex<HashMap<Hash, u64>>,
     once: Mutex<Option<(Hash, u64)>>,
-    failures: Mutex<HashMap<IpAddr, Vec<u64>>>,
+    /// The latest failures (at most [`THROTTLE_FAILURES`]) of each client, newest last.
+    failures: Mutex<HashMap<ThrottleKey, Vec<u64>>>,
     /// Where logins are kept across restarts (as hashes), if anywhere.
     logins_file: Option<PathBuf>,
 }
@@ -204,28 +242,52 @@ impl Credentials {
         }
     }
 
-    /// How long `client` must wait before trying again, if it failed too often lately.
+    /// How long `client` must wait before a failed attempt of its is looked at again, if it
+    /// failed too often lately. Asked only once its credential turned out wrong: a correct one
+    /// is never throttled, so no other process sharing the address can lock its owner out.
     pub fn throttled(&self, client: IpAddr) -> Option<Duration> {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let now = now_ms();
         let window = THROTTLE_WINDOW.as_millis() as u64;
-        let list = failures.get_mut(&client)?;
-        list.retain(|t| now - *t < window);
+        let list = failures.get_mut(&ThrottleKey::of(client))?;
+        list.retain(|t| now.saturating_sub(*t) < window);
         if list.len() < THROTTLE_FAILURES {
             return None;
         }
         let oldest = list.iter().min().copied().unwrap_or(now);
-        Some(Duration::from_millis(window - (now - oldest)).max(Duration::from_secs(1)))
+        Some(
+            Duration::from_millis(window.saturating_sub(now.saturating_sub(oldest)))
+                .max(Duration::from_secs(1)),
+        )
     }
 
     /// Records a failed attempt from `client`.
     pub fn failed(&self, client: IpAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        // Bounded: a flood of addresses cannot grow the table without end.
-        if failures.len() > 10_000 {
-            failures.clear();
+        let now = now_ms();
+        let key = ThrottleKey::of(client);
+        // Bounded: a flood of addresses forgets first the clients that failed least, longest
+        // ago (never everyone at once, which would give every client a fresh budget, and not
+        // the throttled ones while others can go).
+        if !failures.contains_key(&key) && failures.len() >= THROTTLE_CLIENTS {
+            let window = THROTTLE_WINDOW.as_millis() as u64;
+            failures.retain(|_, l| l.last().is_some_and(|t| now.saturating_sub(*t) < window));
+            while failures.len() >= THROTTLE_CLIENTS {
+                let Some(stalest) = failures
+                    .iter()
+                    .min_by_key(|(_, l)| (l.len(), l.last().copied().unwrap_or(0)))
+                    .map(|(k, _)| *k)
+                else {
+                    break;
+                };
+                failures.remove(&stalest);
+            }
         }
-        failures.entry(client).or_default().push(now_ms());
+        let list = failures.entry(key).or_default();
+        list.push(now);
+        if list.len() > THROTTLE_FAILURES {
+            list.remove(0);
+        }
     }
 }
 
@@ -323,5 +385,58 @@ mod tests {
         let wait = c.throttled(ip).expect("throttled");
         assert!(wait <= THROTTLE_WINDOW && wait >= Duration::from_secs(1));
         assert_eq!(c.throttled(other), None);
+        // The budget stays one per client however many failures it keeps making.
+        for _ in 0..1000 {
+            c.failed(ip);
+        }
+        assert!(
+            c.failures
+                .lock()
+                .unwrap()
+                .values()
+                .all(|l| l.len() <= THROTTLE_FAILURES)
+        );
+    }
+
+    #[test]
+    fn an_address_range_shares_one_budget() {
+        let key = |s: &str| ThrottleKey::of(s.parse().unwrap());
+        assert_eq!(key("127.0.0.1"), ThrottleKey::Loopback);
+        assert_eq!(key("127.0.0.31"), ThrottleKey::Loopback);
+        assert_eq!(key("127.255.0.9"), ThrottleKey::Loopback);
+        assert_eq!(key("::1"), ThrottleKey::Loopback);
+        assert_eq!(key("::ffff:127.0.0.2"), ThrottleKey::Loopback);
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:ffff:1:2:3"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.7"), key("192.0.2.7"));
+        assert_ne!(key("192.0.2.7"), key("192.0.2.8"));
+        let c = Credentials::new(Some(sha256(b"t")), None);
+        for i in 0..THROTTLE_FAILURES {
+            c.failed(format!("127.0.0.{}", i + 2).parse().unwrap());
+        }
+        assert!(c.throttled("127.0.0.1".parse().unwrap()).is_some());
+        for i in 0..THROTTLE_FAILURES {
+            c.failed(format!("2001:db8::{i:x}").parse().unwrap());
+        }
+        assert!(c.throttled("2001:db8::ffff:1".parse().unwrap()).is_some());
+        assert!(c.throttled("2001:db8:0:1::1".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn a_flood_of_clients_never_resets_a_recent_failures_budget() {
+        let c = Credentials::new(Some(sha256(b"t")), None);
+        let ip: IpAddr = "198.51.100.1".parse().unwrap();
+        for _ in 0..THROTTLE_FAILURES {
+            c.failed(ip);
+        }
+        for i in 0..THROTTLE_CLIENTS as u32 + 50 {
+            let other = std::net::Ipv4Addr::from(0x0a00_0000 + i);
+            c.failed(IpAddr::V4(other));
+        }
+        assert!(c.failures.lock().unwrap().len() <= THROTTLE_CLIENTS);
+        assert!(
+            c.throttled(ip).is_some(),
+            "a flood of other addresses does not give a throttled client a fresh budget"
+        );
     }
 }

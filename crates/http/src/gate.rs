@@ -1,5 +1,5 @@
 //! Who a request is, before any route runs: the token as a Bearer header or a browser login
-//! cookie (throttled after repeated failures), then, for a state-changing request a browser
+//! cookie (wrong tokens throttled after repeated failures; a correct one never is), then, for a state-changing request a browser
 //! could have been made to send (anything not carrying the Bearer header), the Origin and
 //! `Sec-Fetch-Site` check that stops other websites (cross-site request forgery).
 
@@ -178,18 +178,20 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
             | "/ui/icon-192.png"
             | "/ui/icon-512.png"
     ) || path.starts_with("/answer/");
+    // A correct credential is never throttled (or anyone sharing the client's address could
+    // lock it out); a wrong one past the budget gets 429 instead of 401.
     let (principal, via) = if let Some(token) = bearer(req.headers()) {
-        if let Some(wait) = creds.throttled(client.ip) {
-            return throttled(wait);
-        }
-        if !creds.is_token(token) {
-            if creds.required() {
-                creds.failed(client.ip);
-                return unauthorized(&req);
-            }
-            (Principal::Open, Via::None)
-        } else {
+        if creds.is_token(token) {
             (Principal::Token, Via::Bearer)
+        } else if creds.required() {
+            let wait = creds.throttled(client.ip);
+            creds.failed(client.ip);
+            return match wait {
+                Some(wait) => throttled(wait),
+                None => unauthorized(&req),
+            };
+        } else {
+            (Principal::Open, Via::None)
         }
     } else if let Some(login) = login_cookie(req.headers()).and_then(|c| creds.login(&c)) {
         (login, Via::Cookie)
@@ -212,6 +214,12 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
             ),
         )
         .into_response();
+    }
+    // A connection that showed a credential is never closed to make room for others.
+    if matches!(principal, Principal::Token | Principal::Login(_))
+        && let Some(trust) = req.extensions().get::<crate::server::ConnTrust>()
+    {
+        trust.mark();
     }
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(via);

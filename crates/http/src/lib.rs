@@ -13,6 +13,7 @@
 //! - [`health`]: `/healthz`, `/metrics`; [`openapi`]: the generated document.
 
 pub mod auth;
+pub mod body_deadline;
 pub mod error;
 pub mod frames;
 pub mod gate;

@@ -1,15 +1,17 @@
 //! The HTTP server loop: accepts connections and serves the app on each with limits a hostile
 //! client cannot wear down. A request's headers must arrive within the header timeout (also
-//! the idle limit between requests), the number of open connections is capped (at the cap the
-//! oldest idle connection makes room, so half-open ones cannot starve real clients), and a
-//! connection from this machine is served only when the [`PeerCheck`] says so (a process of
-//! the relay's own Codex trees gets 403 on every request).
+//! the idle limit between requests), its body must keep arriving ([`crate::body_deadline`]:
+//! after the same time, at a minimum average rate), the number of open connections is capped
+//! (at the cap the connection that has waited longest on its client makes room: an idle one,
+//! or one only trickling a body without having shown a credential, so half-open and slow ones
+//! cannot starve real clients), and a connection from this machine is served only when the
+//! [`PeerCheck`] says so (a process of the relay's own Codex trees gets 403 on every request).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -25,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use crate::body_deadline::{Deadline, Pace};
 use crate::error::ApiError;
 
 /// What a connection may use.
@@ -32,17 +35,36 @@ use crate::error::ApiError;
 pub struct ServerLimits {
     /// Connections open at once.
     pub max_connections: usize,
-    /// How long a request's headers may take to arrive, and how long a connection may sit
-    /// idle between requests.
+    /// How long a request's headers may take to arrive, how long a connection may sit idle
+    /// between requests, and how long a body may take before [`ServerLimits::min_body_rate`]
+    /// applies.
     pub header_timeout: Duration,
+    /// The slowest a request body may arrive, on average, in bytes per second.
+    pub min_body_rate: u64,
 }
+
+/// The default [`ServerLimits::min_body_rate`]: 4 KiB/s (a 2 MiB body, the largest taken by
+/// default, in under nine minutes).
+pub const MIN_BODY_RATE: u64 = 4096;
 
 impl Default for ServerLimits {
     fn default() -> Self {
         Self {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
+            min_body_rate: MIN_BODY_RATE,
         }
+    }
+}
+
+/// Put into every request's extensions: the gate marks its connection as one that has shown
+/// the relay's token or a browser login, which is then never closed to make room.
+#[derive(Debug, Clone)]
+pub struct ConnTrust(Arc<AtomicBool>);
+
+impl ConnTrust {
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -101,6 +123,20 @@ struct Conn {
     busy: Arc<AtomicUsize>,
     /// When it last became idle (ms since the server started).
     idle_since: Arc<AtomicU64>,
+    /// Since when a request body is being awaited from the client (ms + 1; 0: none is).
+    reading: Arc<AtomicU64>,
+    /// Whether it has shown a credential ([`ConnTrust`]).
+    trusted: Arc<AtomicBool>,
+    evict: CancellationToken,
+}
+
+/// A connection's handles, as [`Registry::admit`] gives them to its task.
+struct Handles {
+    id: u64,
+    busy: Arc<AtomicUsize>,
+    idle_since: Arc<AtomicU64>,
+    reading: Arc<AtomicU64>,
+    trusted: Arc<AtomicBool>,
     evict: CancellationToken,
 }
 
@@ -117,16 +153,27 @@ impl Registry {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Admits a connection, making room by evicting the longest-idle one at the cap; `None`
-    /// when every connection is busy.
-    fn admit(&self) -> Option<(u64, Arc<AtomicUsize>, Arc<AtomicU64>, CancellationToken)> {
+    /// Since when `c` has been waiting on its client, if it may be closed to make room: idle
+    /// (between requests, or before its first), or reading a body without having shown a
+    /// credential.
+    fn waiting_since(c: &Conn) -> Option<u64> {
+        if c.busy.load(Ordering::Acquire) == 0 {
+            return Some(c.idle_since.load(Ordering::Acquire));
+        }
+        let reading = c.reading.load(Ordering::Acquire);
+        (reading != 0 && !c.trusted.load(Ordering::Acquire)).then(|| reading - 1)
+    }
+
+    /// Admits a connection, making room at the cap by closing the one that has waited longest
+    /// on its client ([`Registry::waiting_since`]); `None` when every connection is busy.
+    fn admit(&self) -> Option<Handles> {
         let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         if conns.len() >= self.max {
             let victim = conns
                 .iter()
-                .filter(|(_, c)| c.busy.load(Ordering::Acquire) == 0)
-                .min_by_key(|(_, c)| c.idle_since.load(Ordering::Acquire))
-                .map(|(id, _)| *id)?;
+                .filter_map(|(id, c)| Some((*id, Self::waiting_since(c)?)))
+                .min_by_key(|(_, since)| *since)
+                .map(|(id, _)| id)?;
             if let Some(c) = conns.remove(&victim) {
                 c.evict.cancel();
             }
@@ -135,14 +182,18 @@ impl Registry {
         let conn = Conn {
             busy: Arc::default(),
             idle_since: Arc::new(AtomicU64::new(self.now())),
+            reading: Arc::default(),
+            trusted: Arc::default(),
             evict: CancellationToken::new(),
         };
-        let handles = (
+        let handles = Handles {
             id,
-            conn.busy.clone(),
-            conn.idle_since.clone(),
-            conn.evict.clone(),
-        );
+            busy: conn.busy.clone(),
+            idle_since: conn.idle_since.clone(),
+            reading: conn.reading.clone(),
+            trusted: conn.trusted.clone(),
+            evict: conn.evict.clone(),
+        };
         conns.insert(id, conn);
         Some(handles)
     }
@@ -267,7 +318,15 @@ pub async fn serve(
         let Ok(local) = stream.local_addr() else {
             continue;
         };
-        let Some((id, busy, idle_since, evict)) = registry.admit() else {
+        let Some(Handles {
+            id,
+            busy,
+            idle_since,
+            reading,
+            trusted,
+            evict,
+        }) = registry.admit()
+        else {
             tracing::warn!(
                 open = registry.len(),
                 "connection refused: every connection is busy (--max-connections)"
@@ -294,14 +353,32 @@ pub async fn serve(
                 None => app,
             };
             let served = Arc::new(AtomicUsize::new(0));
+            let pace = Pace {
+                grace: limits.header_timeout,
+                min_rate: limits.min_body_rate,
+            };
             let service = {
-                let (busy, idle_since, registry, served) =
-                    (busy.clone(), idle_since.clone(), registry.clone(), served.clone());
+                let (busy, idle_since, registry, served, evict) = (
+                    busy.clone(),
+                    idle_since.clone(),
+                    registry.clone(),
+                    served.clone(),
+                    evict.clone(),
+                );
                 hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     served.fetch_add(1, Ordering::Relaxed);
                     let guard = Busy::new(busy.clone(), idle_since.clone(), registry.clone());
-                    let mut req = req.map(Body::new);
+                    let mut req = req.map(|body| {
+                        Body::new(Deadline::new(
+                            body,
+                            pace,
+                            reading.clone(),
+                            registry.now(),
+                            evict.clone(),
+                        ))
+                    });
                     req.extensions_mut().insert(ConnectInfo(peer));
+                    req.extensions_mut().insert(ConnTrust(trusted.clone()));
                     let app = app.clone();
                     async move {
                         let res = app.oneshot(req).await.unwrap_or_else(|e| match e {});
@@ -336,7 +413,7 @@ pub async fn serve(
                         break;
                     }
                     _ = evict.cancelled() => {
-                        tracing::debug!(%peer, "idle connection closed to make room");
+                        tracing::debug!(%peer, "connection closed (to make room, or its body was too slow)");
                         break;
                     }
                     // (A `select!` condition is read only when the loop comes round, so the
@@ -366,26 +443,61 @@ pub async fn serve(
 mod tests {
     use super::*;
 
-    #[test]
-    fn at_the_cap_the_longest_idle_connection_makes_room() {
-        let r = Registry {
+    fn registry(max: usize) -> Registry {
+        Registry {
             conns: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
             started: Instant::now(),
-            max: 2,
-        };
-        let (a, a_busy, a_idle, a_evict) = r.admit().unwrap();
-        let (_b, b_busy, _, b_evict) = r.admit().unwrap();
+            max,
+        }
+    }
+
+    #[test]
+    fn at_the_cap_the_longest_idle_connection_makes_room() {
+        let r = registry(2);
+        let a = r.admit().unwrap();
+        let b = r.admit().unwrap();
         // a is busy: b (idle) goes.
-        a_busy.fetch_add(1, Ordering::AcqRel);
-        a_idle.store(0, Ordering::Release);
-        let (_c, c_busy, _, _) = r.admit().unwrap();
-        assert!(b_evict.is_cancelled() && !a_evict.is_cancelled());
+        a.busy.fetch_add(1, Ordering::AcqRel);
+        a.idle_since.store(0, Ordering::Release);
+        let c = r.admit().unwrap();
+        assert!(b.evict.is_cancelled() && !a.evict.is_cancelled());
         // Everyone busy: no room.
-        c_busy.fetch_add(1, Ordering::AcqRel);
+        c.busy.fetch_add(1, Ordering::AcqRel);
         assert!(r.admit().is_none());
-        r.leave(a);
+        r.leave(a.id);
         assert!(r.admit().is_some());
-        drop(b_busy);
+    }
+
+    #[test]
+    fn at_the_cap_a_body_trickled_without_a_credential_makes_room_too() {
+        let r = registry(3);
+        // Three busy connections: one reading a body since 5 (no credential), one reading
+        // since 1 but authenticated, one serving a response.
+        let slow = r.admit().unwrap();
+        let trusted = r.admit().unwrap();
+        let serving = r.admit().unwrap();
+        for h in [&slow, &trusted, &serving] {
+            h.busy.fetch_add(1, Ordering::AcqRel);
+        }
+        slow.reading.store(5 + 1, Ordering::Release);
+        trusted.reading.store(1 + 1, Ordering::Release);
+        trusted.trusted.store(true, Ordering::Release);
+        r.admit().unwrap();
+        assert!(
+            slow.evict.is_cancelled(),
+            "the untrusted slow body made room"
+        );
+        assert!(!trusted.evict.is_cancelled() && !serving.evict.is_cancelled());
+        // An idle connection and a slow body: whichever has waited longer on its client goes
+        // (here the body, waiting since 0, before the connection idle since 50).
+        let older = registry(2);
+        let x = older.admit().unwrap();
+        let y = older.admit().unwrap();
+        x.busy.fetch_add(1, Ordering::AcqRel);
+        x.reading.store(1, Ordering::Release);
+        y.idle_since.store(50, Ordering::Release);
+        older.admit().unwrap();
+        assert!(x.evict.is_cancelled() && !y.evict.is_cancelled());
     }
 }

@@ -59,6 +59,10 @@ pub(crate) struct Actor {
     pub agent_tx: mpsc::Sender<AgentResumed>,
     pub agent_rx: mpsc::Receiver<AgentResumed>,
     pub agent_seen: Seen,
+    /// The operator's limits, checked again against what Codex reports a resumed thread runs
+    /// with; and where a session without a directory works.
+    pub limits: crate::policy::StartPolicy,
+    pub default_cwd: std::path::PathBuf,
 }
 
 enum Flow {
@@ -157,10 +161,14 @@ impl Actor {
         server
             .version()
             .adapt_approval_policy(&mut params.approval_policy);
-        server.call::<ThreadResume>(&params).await.map_err(|e| {
+        let resumed = server.call::<ThreadResume>(&params).await.map_err(|e| {
             tracing::warn!(session = %self.shared.id, "thread/resume failed: {e}");
             RelayError::from_resume(&self.shared.id, e)
         })?;
+        // Stored settings from before a limit was set (or tightened), or a thread Codex kept
+        // loaded with others: the same limits hold before any turn runs.
+        self.limits
+            .check_effective(&crate::policy::Effective::of(&resumed), &self.default_cwd)?;
         tracing::info!(session = %self.shared.id, "thread resumed in codex app-server");
         self.server = Some(server.clone());
         self.sub = Some(sub);

@@ -25,27 +25,35 @@ pub(crate) struct Login {
 
 /// Where to go after logging in: a path on this relay, never another site. `next` is parsed
 /// as a browser would parse it against this relay (tabs and newlines dropped, backslashes
-/// read as slashes), and kept only if it stays on the same origin.
+/// read as slashes, `.`, `..`, `%2e` segments resolved), and kept only if it stays on the same
+/// origin and what is sent back is a plain path: one that normalises to `//host/...` (from
+/// `/.//host`, `/a/..//host`, `/%2e//host`, `/./\host`) would send the browser to that host.
+/// The answer is checked once more the way the browser will read it in `Location`.
 fn safe_next(next: Option<&str>) -> String {
     let Some(next) = next else {
         return "/".into();
     };
     let base = url::Url::parse("http://relay.invalid/").expect("a valid base");
-    match base.join(next) {
-        Ok(url) if url.origin() == base.origin() && next.starts_with('/') => {
-            let mut out = url.path().to_owned();
-            if let Some(q) = url.query() {
-                out.push('?');
-                out.push_str(q);
-            }
-            if let Some(f) = url.fragment() {
-                out.push('#');
-                out.push_str(f);
-            }
-            out
-        }
-        _ => "/".into(),
+    let Ok(url) = base.join(next) else {
+        return "/".into();
+    };
+    if url.origin() != base.origin() || !next.starts_with('/') {
+        return "/".into();
     }
+    let mut out = url.path().to_owned();
+    if let Some(q) = url.query() {
+        out.push('?');
+        out.push_str(q);
+    }
+    if let Some(f) = url.fragment() {
+        out.push('#');
+        out.push_str(f);
+    }
+    let plain_path = out.starts_with('/') && !out.starts_with("//") && !out.contains('\\');
+    let stays = base
+        .join(&out)
+        .is_ok_and(|again| again.origin() == base.origin() && again.path() == url.path());
+    if plain_path && stays { out } else { "/".into() }
 }
 
 fn escape(s: &str) -> String {
@@ -156,11 +164,13 @@ pub(crate) async fn submit(
     let ip = client
         .map(|c| c.ip)
         .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
-    if let Some(wait) = creds.throttled(ip) {
-        return crate::gate::throttled(wait);
-    }
+    // The right token logs in even while this address is throttled: only failures are.
     if !creds.is_token(&login.token) {
+        let wait = creds.throttled(ip);
         creds.failed(ip);
+        if let Some(wait) = wait {
+            return crate::gate::throttled(wait);
+        }
         return page(
             StatusCode::UNAUTHORIZED,
             &form_html(&next, Some("That is not this relay's token.")),
@@ -247,6 +257,44 @@ mod tests {
         assert_eq!(safe_next(Some("javascript:alert(1)")), "/");
         assert_eq!(safe_next(Some("relative")), "/");
         assert_eq!(safe_next(None), "/");
+    }
+
+    /// Spellings a browser normalises to `//host` (another site).
+    const OFF_SITE: &[&str] = &[
+        "/.//evil.example/",
+        "/..//evil.example/",
+        "/%2e//evil.example/",
+        "/%2E//evil.example/",
+        "/a/..//evil.example/",
+        "/%2e%2e//evil.example/",
+        "/.%2e//evil.example/",
+        "/a/b/../..//evil.example/",
+        "/a/%2e%2e//evil.example/",
+        "/./\\evil.example/",
+        "/.\\/evil.example/",
+        "/.\\\\evil.example/",
+        "/./\\/evil.example/",
+        "/x;/..//evil.example/",
+        "/.\t//evil.example/",
+        "/.\n/\r/evil.example/",
+        "/.//evil.example/?q=1#f",
+        "/.//evil.example:8080/",
+        "/.//user@evil.example/",
+    ];
+
+    #[test]
+    fn next_that_normalises_to_another_host_is_refused() {
+        let base = url::Url::parse("http://relay.invalid/").unwrap();
+        for next in OFF_SITE {
+            // Each is a real danger: resolved as a browser does, its path is `//...`.
+            let raw = base.join(next).unwrap();
+            assert!(raw.path().starts_with("//"), "{next:?} -> {}", raw.path());
+            assert_eq!(safe_next(Some(next)), "/", "{next:?}");
+        }
+        // Normalising is fine when the result is a plain path here.
+        assert_eq!(safe_next(Some("/a/../#/s/abc")), "/#/s/abc");
+        assert_eq!(safe_next(Some("/./api/x")), "/api/x");
+        assert_eq!(safe_next(Some("/%2F/evil.example")), "/%2F/evil.example");
     }
 
     #[test]

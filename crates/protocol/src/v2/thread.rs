@@ -108,6 +108,9 @@ pub struct ThreadStartResponse {
     pub approval_policy: Option<Value>,
     #[serde(default)]
     pub sandbox: Option<Value>,
+    /// Who answers the thread's approvals (0.169: `"user"`, or a reviewing model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_reviewer: Option<Value>,
 }
 
 /// A Codex thread (a conversation) as the server describes it.

@@ -1,6 +1,11 @@
 //! Who may start what: the operator's limits on the options a client may ask for (working
 //! directories and image paths under allowed roots, the most permissive sandbox and approval
-//! policy, config overrides), checked by the engine for every front before Codex sees them.
+//! policy, config overrides and profiles), checked by the engine for every front before Codex
+//! sees them, and again against what Codex reports it runs with.
+
+mod apply;
+mod keys;
+mod settle;
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +13,9 @@ use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode};
 use serde_json::Value;
 
 use crate::error::RelayError;
+
+pub use keys::ALLOWED as CONFIG_KEYS_UNDER_LIMITS;
+pub use settle::{CodexConfig, Wanted};
 
 /// The limits a relay puts on session options. The default allows everything (the library
 /// and stdio MCP, where the client is the user).
@@ -76,6 +84,24 @@ impl StartPolicy {
             && self.allow_config
     }
 
+    /// Whether the sandbox or the approval policy is limited: then every session is told an
+    /// explicit sandbox and approval policy within the limits ([`StartPolicy::settle`]), and
+    /// config overrides and profiles may only tune the model ([`CONFIG_KEYS_UNDER_LIMITS`]).
+    /// (With `danger-full-access` and `never` allowed, a session may run anything anyway.)
+    pub fn limits_commands(&self) -> bool {
+        self.max_sandbox != SandboxMode::DangerFullAccess
+            || self.max_approval != ApprovalPolicy::Never
+    }
+
+    /// The sandbox and approval limits in words, for messages.
+    pub fn limits_described(&self) -> String {
+        format!(
+            "sandbox up to {}, approval policy up to {}",
+            sandbox_str(self.max_sandbox),
+            self.max_approval.as_str()
+        )
+    }
+
     /// Refuses what is beyond the policy, naming the option and the limit. `default_cwd` is
     /// where a session without a `cwd` works.
     pub fn check(&self, asked: &Asked<'_>, default_cwd: &Path) -> Result<(), RelayError> {
@@ -83,6 +109,15 @@ impl StartPolicy {
             tracing::warn!(target: "codex_relay::policy", "refused: {what}");
             Err(RelayError::Forbidden(what))
         };
+        if self.allow_config
+            && self.limits_commands()
+            && let Some(config) = asked.config
+            && let Some(why) = config.iter().find_map(|(key, value)| {
+                keys::refused(key, value, "config override", &self.limits_described())
+            })
+        {
+            return refuse(why);
+        }
         if !self.allow_config {
             if asked.config.is_some_and(|c| !c.is_empty()) {
                 return refuse(
@@ -164,26 +199,132 @@ impl StartPolicy {
         Ok(())
     }
 
-    /// Checks the settings a resumed thread (one Codex made, not this relay) came back with.
-    pub fn check_resumed(
+    /// Refuses the settings a profile brings beyond the limits (its sandbox, approval policy
+    /// and every key, as for the request's own overrides), and a profile whose settings cannot
+    /// be read. Only while commands are limited ([`StartPolicy::limits_commands`]).
+    pub(crate) fn check_profile(
         &self,
-        cwd: Option<&str>,
-        sandbox: Option<&Value>,
-        approval: Option<&Value>,
+        profile: &crate::profile::Profile,
+        default_cwd: &Path,
+    ) -> Result<(), RelayError> {
+        if !self.limits_commands() {
+            return Ok(());
+        }
+        let from = profile.described();
+        let Some(settings) = &profile.settings else {
+            let why = format!(
+                "{from}: CODEX_HOME has no such profile (neither {}.config.toml nor [profiles.{}] in config.toml), so what it would set cannot be checked against this relay's limits ({})",
+                profile.name,
+                profile.name,
+                self.limits_described()
+            );
+            tracing::warn!(target: "codex_relay::policy", "refused: {why}");
+            return Err(RelayError::Forbidden(why));
+        };
+        if let Some(why) = settings.iter().find_map(|(key, value)| {
+            keys::refused(
+                key,
+                value,
+                &format!("{from} sets"),
+                &self.limits_described(),
+            )
+        }) {
+            tracing::warn!(target: "codex_relay::policy", "refused: {why}");
+            return Err(RelayError::Forbidden(why));
+        }
+        // Its sandbox and approval policy, as the request's own would be (its directory is the
+        // request's, checked on its own).
+        let modes_only = StartPolicy {
+            roots: None,
+            ..self.clone()
+        };
+        modes_only
+            .check(
+                &Asked {
+                    config: Some(settings),
+                    ..Default::default()
+                },
+                default_cwd,
+            )
+            .map_err(|e| match e {
+                RelayError::Forbidden(why) => RelayError::Forbidden(format!("{from}: {why}")),
+                other => other,
+            })
+    }
+
+    /// Checks the settings Codex reports a thread runs with (after `thread/start`, or a
+    /// `thread/resume` of a thread this relay did not make): its directory, sandbox and
+    /// approval policy, and that approvals go to a person. While commands are limited, a
+    /// sandbox or policy Codex does not report (or in a shape not understood) is refused too.
+    pub fn check_effective(
+        &self,
+        effective: &Effective<'_>,
         default_cwd: &Path,
     ) -> Result<(), RelayError> {
         if self.is_open() {
             return Ok(());
         }
+        let sandbox = effective.sandbox.and_then(sandbox_of);
+        let approval = effective
+            .approval
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok());
+        if self.limits_commands() {
+            let unknown = match (sandbox, approval) {
+                (None, _) => Some(("sandbox", effective.sandbox)),
+                (_, None) => Some(("approval policy", effective.approval)),
+                _ => None,
+            };
+            if let Some((what, shown)) = unknown {
+                let why = format!(
+                    "Codex reports the {what} of this thread as {}, which cannot be checked against this relay's limits ({})",
+                    shown.map_or("nothing".into(), Value::to_string),
+                    self.limits_described()
+                );
+                tracing::warn!(target: "codex_relay::policy", "refused: {why}");
+                return Err(RelayError::Forbidden(why));
+            }
+            if let Some(reviewer) = effective.reviewer.and_then(Value::as_str)
+                && reviewer != "user"
+            {
+                let why = format!(
+                    "Codex would send this thread's approvals to {reviewer:?}, not to a person (approvals_reviewer in Codex's config); this relay limits sessions ({}), so a person must answer them",
+                    self.limits_described()
+                );
+                tracing::warn!(target: "codex_relay::policy", "refused: {why}");
+                return Err(RelayError::Forbidden(why));
+            }
+        }
         let asked = Asked {
-            cwd,
-            sandbox: sandbox.and_then(sandbox_of),
-            approval: approval
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse().ok()),
+            cwd: effective.cwd,
+            sandbox,
+            approval,
             ..Default::default()
         };
         self.check(&asked, default_cwd)
+    }
+}
+
+/// What Codex reports a thread runs with, as it reports it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Effective<'a> {
+    pub cwd: Option<&'a str>,
+    /// A string (`"workspace-write"`) or a policy object (`{"type": "workspaceWrite", ...}`).
+    pub sandbox: Option<&'a Value>,
+    pub approval: Option<&'a Value>,
+    /// `approvalsReviewer` (Codex 0.169: `"user"`, or a model that reviews instead).
+    pub reviewer: Option<&'a Value>,
+}
+
+impl<'a> Effective<'a> {
+    /// As a `thread/start` or `thread/resume` answer reports it.
+    pub fn of(r: &'a codex_relay_protocol::v2::ThreadStartResponse) -> Self {
+        Self {
+            cwd: r.cwd.as_deref().or(r.thread.cwd.as_deref()),
+            sandbox: r.sandbox.as_ref(),
+            approval: r.approval_policy.as_ref(),
+            reviewer: r.approvals_reviewer.as_ref(),
+        }
     }
 }
 
@@ -242,191 +383,4 @@ fn within(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn strict(root: &Path) -> StartPolicy {
-        StartPolicy {
-            roots: Some(vec![root.to_path_buf()]),
-            max_sandbox: SandboxMode::WorkspaceWrite,
-            max_approval: ApprovalPolicy::OnRequest,
-            allow_config: false,
-        }
-    }
-
-    fn forbidden(r: Result<(), RelayError>) -> String {
-        match r {
-            Err(RelayError::Forbidden(m)) => m,
-            other => panic!("expected Forbidden, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn the_default_allows_everything() {
-        let p = StartPolicy::default();
-        assert!(p.is_open());
-        let config = json!({"sandbox_mode": "danger-full-access"});
-        let asked = Asked {
-            cwd: Some("/"),
-            sandbox: Some(SandboxMode::DangerFullAccess),
-            approval: Some(ApprovalPolicy::Never),
-            config: config.as_object(),
-            profile: Some("p"),
-            images: &["/etc/hostname".into()],
-        };
-        p.check(&asked, Path::new("/")).unwrap();
-    }
-
-    #[test]
-    fn a_strict_policy_names_what_it_refuses() {
-        let dir = tempfile::tempdir().unwrap();
-        let inner = dir.path().join("repo");
-        std::fs::create_dir(&inner).unwrap();
-        let p = strict(dir.path());
-        let ok = Asked {
-            cwd: Some("repo"),
-            sandbox: Some(SandboxMode::WorkspaceWrite),
-            approval: Some(ApprovalPolicy::OnRequest),
-            ..Default::default()
-        };
-        p.check(&ok, dir.path()).unwrap();
-        let m = forbidden(p.check(
-            &Asked {
-                sandbox: Some(SandboxMode::DangerFullAccess),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        assert!(m.contains("danger-full-access"), "{m}");
-        let m = forbidden(p.check(
-            &Asked {
-                approval: Some(ApprovalPolicy::Never),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        assert!(m.contains("never"), "{m}");
-        // Nothing to approve in a read-only sandbox.
-        p.check(
-            &Asked {
-                approval: Some(ApprovalPolicy::Never),
-                sandbox: Some(SandboxMode::ReadOnly),
-                ..Default::default()
-            },
-            dir.path(),
-        )
-        .unwrap();
-        let m = forbidden(p.check(
-            &Asked {
-                cwd: Some("/"),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        assert!(m.contains("outside"), "{m}");
-        // `..` and symbolic links are resolved before the comparison.
-        let m = forbidden(p.check(
-            &Asked {
-                cwd: Some("repo/../.."),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        assert!(m.contains("outside"), "{m}");
-        std::os::unix::fs::symlink("/", inner.join("up")).unwrap();
-        forbidden(p.check(
-            &Asked {
-                cwd: Some("repo/up"),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        let config = json!({"model_reasoning_effort": "low"});
-        let m = forbidden(p.check(
-            &Asked {
-                config: config.as_object(),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        assert!(m.contains("config overrides"), "{m}");
-        forbidden(p.check(
-            &Asked {
-                profile: Some("fast"),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        let m = forbidden(p.check(
-            &Asked {
-                cwd: Some("repo"),
-                images: &["/etc/hostname".into()],
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        assert!(m.contains("image"), "{m}");
-        p.check(
-            &Asked {
-                cwd: Some("repo"),
-                images: &["https://example.com/a.png".into()],
-                ..Default::default()
-            },
-            dir.path(),
-        )
-        .unwrap();
-    }
-
-    #[test]
-    fn config_overrides_cannot_go_around_the_limits() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut p = strict(dir.path());
-        p.allow_config = true;
-        let config = json!({"sandbox_mode": "danger-full-access"});
-        let m = forbidden(p.check(
-            &Asked {
-                sandbox: Some(SandboxMode::ReadOnly),
-                config: config.as_object(),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-        assert!(m.contains("danger-full-access"), "{m}");
-        let config = json!({"approval_policy": "never"});
-        forbidden(p.check(
-            &Asked {
-                config: config.as_object(),
-                ..Default::default()
-            },
-            dir.path(),
-        ));
-    }
-
-    #[test]
-    fn resumed_threads_are_read_in_either_shape() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = strict(dir.path());
-        let cwd = dir.path().display().to_string();
-        p.check_resumed(
-            Some(&cwd),
-            Some(&json!({"type": "workspaceWrite", "networkAccess": false})),
-            Some(&json!("on-request")),
-            dir.path(),
-        )
-        .unwrap();
-        forbidden(p.check_resumed(
-            Some(&cwd),
-            Some(&json!({"type": "dangerFullAccess"})),
-            None,
-            dir.path(),
-        ));
-        forbidden(p.check_resumed(
-            Some(&cwd),
-            Some(&json!("danger-full-access")),
-            None,
-            dir.path(),
-        ));
-        forbidden(p.check_resumed(Some("/"), None, None, dir.path()));
-    }
-}
+mod tests;
