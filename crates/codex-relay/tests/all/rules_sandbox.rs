@@ -232,7 +232,11 @@ async fn an_allow_rule_keeps_codex_in_its_sandbox(version: &'static str) {
     let c = Client::new(&relay.url);
 
     // Every session at once: the requests nobody answers time out together.
+    fn idle(e: &Event) -> bool {
+        e.event == "envelope" && ev_t(e) == "status" && e.json()["ev"]["status"] == "idle"
+    }
     let mut streams = Vec::new();
+    let mut person = None;
     for case in &cases {
         let body = json!({"prompt": format!("{}: go", case.marker), "cwd": ws,
             "approvalPolicy": case.policy, "sandbox": "workspace-write",
@@ -250,38 +254,49 @@ async fn an_allow_rule_keeps_codex_in_its_sandbox(version: &'static str) {
         }
         assert_eq!(r.status, 201, "{}", r.text());
         let id = r.json()["sessionId"].as_str().unwrap().to_owned();
-        streams.push(c.stream(&format!("/api/sessions/{id}/stream"), &[]).await);
-    }
-    let idle = |e: &Event| {
-        e.event == "envelope" && ev_t(e) == "status" && e.json()["ev"]["status"] == "idle"
-    };
-    let mut seen = Vec::new();
-    for (case, stream) in cases.iter().zip(&mut streams) {
+        let mut stream = c.stream(&format!("/api/sessions/{id}/stream"), &[]).await;
         if case.marker == "MARK-PERSON" {
-            // A person approves; the card said what that lets Codex do.
-            let opened = stream
-                .until(TURN, |e| e.event == "permission_request")
-                .await;
-            let p = opened.last().unwrap().json();
-            let text = p["reach"]["text"].as_str().unwrap_or_default();
-            assert!(
-                text.contains("may run it outside the sandbox")
-                    && text.contains("if the sandbox blocks it"),
-                "{p}"
-            );
-            let r = c
-                .post(
-                    "/api/codex/permission/respond",
-                    &json!({"id": p["id"], "action": "allow"}),
-                )
-                .await;
-            assert_eq!(r.status, 200, "{}", r.text());
-            let mut rest = stream.until(TURN, idle).await;
-            let mut all = opened;
-            all.append(&mut rest);
-            seen.push(all);
+            // A person approves as soon as the card shows (while the other sessions start;
+            // the card said what that lets Codex do).
+            let c = c.clone();
+            person = Some(tokio::spawn(async move {
+                let opened = stream
+                    .until(TURN, |e| e.event == "permission_request")
+                    .await;
+                let p = opened.last().unwrap().json();
+                let text = p["reach"]["text"].as_str().unwrap_or_default();
+                assert!(
+                    text.contains("may run it outside the sandbox")
+                        && text.contains("if the sandbox blocks it"),
+                    "{p}"
+                );
+                let r = c
+                    .post(
+                        "/api/codex/permission/respond",
+                        &json!({"id": p["id"], "action": "allow"}),
+                    )
+                    .await;
+                assert_eq!(r.status, 200, "{}", r.text());
+                let mut all = opened;
+                all.append(&mut stream.until(TURN, idle).await);
+                all
+            }));
+            streams.push(None);
         } else {
-            seen.push(stream.until(TURN, idle).await);
+            streams.push(Some(stream));
+        }
+    }
+    let mut seen = Vec::new();
+    for stream in &mut streams {
+        match stream {
+            Some(stream) => seen.push(stream.until(TURN, idle).await),
+            None => seen.push(
+                person
+                    .take()
+                    .expect("the person's session")
+                    .await
+                    .expect("the person's answer"),
+            ),
         }
     }
     let of = |marker: &str| {
