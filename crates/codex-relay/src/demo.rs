@@ -76,7 +76,7 @@ const MODEL_CATALOG: &str = r#"{"models": [{
 
 /// The first line of the demo's `config.toml`: a file without it (an older demo's) is
 /// written anew; one with it is left as Codex keeps it (Codex adds trust entries to it).
-const CONFIG_MARK: &str = "# codex-relay demo, v2";
+const CONFIG_MARK: &str = "# codex-relay demo, v3";
 
 /// The demo Codex configuration: the scripted model as the provider, writing only in the
 /// workspace, and the model's questions (`request_user_input`) allowed outside plan mode
@@ -92,6 +92,7 @@ model = "codex-relay-demo"
 model_provider = "codex-relay-demo"
 sandbox_mode = "workspace-write"
 check_for_update_on_startup = false
+suppress_unstable_features_warning = true
 
 [features]
 default_mode_request_user_input = true

@@ -126,9 +126,14 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
             .is_some()
             .then(|| crate::http_front::logins_file(&data_dir)),
     ));
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "listening on {}: {e}: another process listens there (a codex-relay still running?); stop it, or choose another address with --listen",
+            args.listen
+        ),
+        Err(e) => return Err(e).with_context(|| format!("listening on {}", args.listen)),
+    };
     let addr = listener.local_addr()?;
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
         .iter()
@@ -174,9 +179,14 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
     let notifier = codex_relay_notify::Notifier::start(relay.clone(), notify, &link_base, vapid)?;
-    let app = args
-        .http
-        .app(&relay, credentials.clone(), fronts, hosts, vapid_key);
+    let app = args.http.app(
+        &relay,
+        credentials.clone(),
+        fronts,
+        hosts,
+        vapid_key,
+        stop.clone(),
+    );
     say(&banner(addr, &token, &credentials));
     warn_if_not_logged_in(&relay, demo.is_some());
     let graceful = stop.clone();
