@@ -545,9 +545,13 @@ fn doctor_codex(it: &Installed, path: &OsString, codex_cli_path: Option<&Path>) 
     }
     let out = cmd.output().expect("doctor runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.lines()
+    let line = text
+        .lines()
         .find_map(|l| l.strip_prefix("codex binary:"))
-        .unwrap_or_else(|| panic!("doctor names no codex binary:\n{text}"))
+        .unwrap_or_else(|| panic!("doctor names no codex binary:\n{text}"));
+    // `PATH (how it was found)`
+    line.rsplit_once(" (")
+        .map_or(line, |(path, _)| path)
         .trim()
         .to_owned()
 }

@@ -110,7 +110,6 @@ fn on_an_older_glibc_the_launcher_exits_127_with_the_build_advice() {
             "const r = process.report.getReport(); r.header.glibcVersionRuntime = '2.31'; process.report.getReport = () => r; require({:?})",
             it.launcher().canonicalize().unwrap()
         ))
-        .arg("--version")
         .stdin(Stdio::null())
         .output()
         .unwrap();
