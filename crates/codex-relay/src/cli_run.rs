@@ -66,6 +66,10 @@ pub struct RunArgs {
     resume: Option<String>,
     #[command(flatten)]
     workspace: crate::cli_workspace::WorkspaceArgs,
+    /// Run against a built-in scripted model (no OpenAI account), in the demo's workspace
+    /// unless --cwd says otherwise; kept in `demo/` in the data directory.
+    #[arg(long)]
+    demo: bool,
 }
 
 /// `90s`, `5m`, `1h`, `1500ms`, or plain seconds.
@@ -118,12 +122,17 @@ fn read_schema(path: &PathBuf) -> anyhow::Result<Value> {
     Ok(schema)
 }
 
-fn options(args: &RunArgs, approval: Approval) -> anyhow::Result<SessionOptions> {
-    let cwd = match &args.cwd {
-        Some(dir) => dir
+fn options(
+    args: &RunArgs,
+    approval: Approval,
+    demo: Option<&crate::demo::Demo>,
+) -> anyhow::Result<SessionOptions> {
+    let cwd = match (&args.cwd, demo) {
+        (Some(dir), _) => dir
             .canonicalize()
             .with_context(|| format!("--cwd {}", dir.display()))?,
-        None => std::env::current_dir().context("the current directory")?,
+        (None, Some(demo)) => demo.workspace(),
+        (None, None) => std::env::current_dir().context("the current directory")?,
     };
     let mut opts = SessionOptions::new().approval(approval);
     // A resumed session stays where it was (or, isolated, gets a fresh copy of its mounts)
@@ -160,8 +169,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let prompt = read_prompt(&args.prompt)?;
     let schema = args.output_schema.as_ref().map(read_schema).transpose()?;
-    let opts = options(&args, approval)?;
-    let client = Client::from_relay(args.engine.open().await?);
+    let (relay, demo) = if args.demo {
+        let (relay, demo) =
+            crate::demo::open(&args.engine, crate::demo::Questions::NotAsked).await?;
+        eprintln!("{}", demo.describe());
+        (relay, Some(demo))
+    } else {
+        (args.engine.open().await?, None)
+    };
+    let opts = options(&args, approval, demo.as_ref())?;
+    let client = Client::from_relay(relay);
     let outcome = tokio::select! {
         r = run_once(&client, &args, opts, prompt, schema) => Ok(r),
         _ = shutdown_signal() => Err(Interrupted),
@@ -177,6 +194,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     client.shutdown().await;
+    drop(demo);
     Ok(match outcome {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(e)) => ExitCode::from(e.phase().exit_code()),

@@ -1,7 +1,7 @@
 //! The client: a relay (one `codex app-server`, the store) built with the same settings as the binary, and the sessions opened on it.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -165,7 +165,8 @@ impl ClientBuilder {
         }
     }
 
-    /// The `codex` executable (default: `codex` on PATH).
+    /// The `codex` executable (default: `codex` on PATH, else the pinned Codex the scripts
+    /// install into `~/.cache/codex-relay`).
     pub fn codex_binary(mut self, path: impl Into<PathBuf>) -> Self {
         self.codex = Some(path.into());
         self
@@ -288,11 +289,14 @@ impl ClientBuilder {
     pub fn relay_config(&self) -> Result<RelayConfig, Error> {
         let binary = match &self.codex {
             Some(b) => b.clone(),
-            None => find_on_path("codex").ok_or_else(|| {
-                Error::setup(
-                    "no `codex` on PATH; install it with `npm install -g @openai/codex`, or pass --codex / set CODEX_CLI_PATH (ClientBuilder::codex_binary)",
-                )
-            })?,
+            None => codex_relay_codex::locate::find_default()
+                .map(|(path, _)| path)
+                .ok_or_else(|| {
+                    Error::setup(format!(
+                        "{} (ClientBuilder::codex_binary)",
+                        codex_relay_codex::locate::install_advice()
+                    ))
+                })?,
         };
         let mut codex = AppServerConfig::new(binary);
         codex.codex_home = self.codex_home.clone();
@@ -349,20 +353,6 @@ fn default_data_dir() -> PathBuf {
     }
     let home = env_path("HOME").unwrap_or_else(std::env::temp_dir);
     home.join(".local").join("share").join("codex-relay")
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    p.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 /// A handle to the engine: one `codex app-server` (started on first use, restarted if it

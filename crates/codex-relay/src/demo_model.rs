@@ -57,6 +57,9 @@ struct Conversation {
     outputs: Vec<String>,
     /// Tools Codex offered.
     tools: Vec<String>,
+    /// Codex offers `request_user_input` but says it works in plan mode only, and this turn is
+    /// not in it (Codex would answer a question itself: "unavailable in Default mode").
+    questions_refused: bool,
 }
 
 impl Conversation {
@@ -96,7 +99,28 @@ impl Conversation {
             .flatten()
             .filter_map(|t| t["name"].as_str().map(str::to_owned))
             .collect();
+        let plan_only = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["name"] == "request_user_input")
+            .filter_map(|t| t["description"].as_str())
+            .any(|d| d.contains("only available in Plan mode"));
+        let in_plan_mode = body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|item| item["role"] == "developer")
+            .flat_map(|item| item["content"].as_array().into_iter().flatten())
+            .filter_map(|p| p["text"].as_str())
+            .any(|t| t.contains("Collaboration Mode: Plan"));
+        c.questions_refused = plan_only && !in_plan_mode;
         c
+    }
+
+    /// Whether a question would reach a person.
+    fn can_ask(&self) -> bool {
+        self.offers("request_user_input") && !self.questions_refused
     }
 
     fn offers(&self, tool: &str) -> bool {
@@ -173,7 +197,7 @@ fn next(c: &Conversation) -> Vec<Out> {
         script.push(Step::Plan(0));
     }
     script.extend([Step::Patch, Step::Run]);
-    if c.offers("request_user_input") {
+    if c.can_ask() {
         script.push(Step::Ask);
     }
     if planned {
@@ -234,18 +258,13 @@ fn next(c: &Conversation) -> Vec<Out> {
                     ran.trim()
                 )
             };
-            if let Some(answer) = output_of(Step::Ask) {
-                let picked = [KEEP, "Show it again"]
+            // An answer that picks nothing (declined, or timed out) goes unmentioned.
+            if let Some(answer) = output_of(Step::Ask)
+                && let Some(picked) = [KEEP, "Show it again"]
                     .into_iter()
-                    .find(|o| answer.contains(o));
-                report.push_str(&match picked {
-                    Some(p) => format!("\n\nYou picked \"{p}\"."),
-                    // Codex answers questions itself outside plan mode ("unavailable").
-                    None => format!(
-                        "\n\n(My question did not reach you: {})",
-                        answer.lines().next().unwrap_or_default().trim()
-                    ),
-                });
+                    .find(|o| answer.contains(o))
+            {
+                report.push_str(&format!("\n\nYou picked \"{picked}\"."));
             }
             vec![Out::Text(report)]
         }
@@ -453,6 +472,31 @@ mod tests {
         assert!(
             matches!(&report[..], [Out::Text(t)] if t.contains(GREETING) && t.contains("You picked \"Keep it\"")),
             "{report:?}"
+        );
+    }
+
+    #[test]
+    fn a_question_codex_would_refuse_outside_plan_mode_is_not_asked() {
+        let tools = vec![
+            json!({"name": "exec_command"}),
+            json!({"name": "request_user_input", "description": "Request user input. This tool is only available in Plan mode."}),
+        ];
+        let input = vec![user("go"), output("Success"), output(GREETING)];
+        let report = next(&Conversation::read(
+            &json!({"input": input, "tools": tools}),
+        ));
+        assert!(
+            matches!(&report[..], [Out::Text(t)] if t.contains(GREETING) && !t.contains("question")),
+            "{report:?}"
+        );
+        let mut planned = input.clone();
+        planned.insert(0, json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "# Collaboration Mode: Plan"}]}));
+        let ask = next(&Conversation::read(
+            &json!({"input": planned, "tools": tools}),
+        ));
+        assert!(
+            matches!(&ask[..], [Out::Call { name, .. }] if name == "request_user_input"),
+            "{ask:?}"
         );
     }
 

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use codex_relay_codex::app_server::probe_version;
 use codex_relay_codex::{AppServer, AppServerConfig, Compatibility};
 
 #[derive(clap::Args)]
 pub struct DoctorArgs {
-    /// The `codex` executable (default: `codex` on PATH).
+    /// The `codex` executable (default: `codex` on PATH, else the pinned Codex the scripts
+    /// install into ~/.cache/codex-relay).
     #[arg(long, env = "CODEX_CLI_PATH")]
     codex: Option<PathBuf>,
     /// CODEX_HOME for the test start (default: Codex's own, usually ~/.codex).
@@ -31,14 +31,6 @@ pub struct DoctorArgs {
     startup_timeout_ms: u64,
     #[command(flatten)]
     auth: crate::auth_args::AuthArgs,
-}
-
-/// `codex` on PATH, resolved to a full path.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 /// Bytes as a person reads them.
@@ -125,12 +117,22 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     if !check_store(&builder.store_target()).await {
         return Ok(ExitCode::FAILURE);
     }
-    let binary = match args.codex {
-        Some(b) => b,
-        None => find_on_path("codex")
-            .context("no `codex` on PATH; install it with `npm install -g @openai/codex`, or pass --codex / CODEX_CLI_PATH")?,
+    use codex_relay_codex::locate::{self, Found};
+    let (binary, how) = match args.codex {
+        Some(b) => (b, "named by --codex / CODEX_CLI_PATH"),
+        None => match locate::find_default() {
+            Some((b, Found::OnPath)) => (b, "`codex` on PATH"),
+            Some((b, Found::Pinned)) => (
+                b,
+                "the pinned Codex the scripts installed; not on PATH, used when no other is named",
+            ),
+            None => {
+                println!("codex binary:    FAILED: {}", locate::install_advice());
+                return Ok(ExitCode::FAILURE);
+            }
+        },
     };
-    println!("codex binary:    {}", binary.display());
+    println!("codex binary:    {} ({how})", binary.display());
     let timeout = Duration::from_millis(args.startup_timeout_ms);
     let version = match probe_version(&binary, timeout).await {
         Ok(v) => v,
@@ -183,7 +185,7 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     config.codex_home = args.codex_home;
     config.startup_timeout = timeout;
     let started = Instant::now();
-    match AppServer::start(config).await {
+    match AppServer::start(config.clone()).await {
         Ok(server) => {
             let took = started.elapsed();
             let init = server.initialize_response();
@@ -206,7 +208,17 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 println!("login:           accepted (account/login/start)");
             }
             match codex_relay_core::auth::account_state(&server).await {
-                Ok(state) => println!("auth:            {state}"),
+                Ok(state) => {
+                    println!("auth:            {state}");
+                    let advice = auth
+                        .is_none()
+                        .then(|| codex_relay_core::logged_in::not_logged_in(&state, &config))
+                        .flatten();
+                    // Said, not failed: the store and Codex are fine, and the fix is named.
+                    if let Some(advice) = advice {
+                        println!("login needed:    {advice}");
+                    }
+                }
                 Err(e) => println!("auth:            unknown (account/read failed: {e})"),
             }
             server.shutdown(Duration::from_secs(2)).await;

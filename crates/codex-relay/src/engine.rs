@@ -9,7 +9,8 @@ use codex_relay_core::{Relay, RelayConfig};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
-    /// The `codex` executable (default: `codex` on PATH).
+    /// The `codex` executable (default: `codex` on PATH, else the pinned Codex the scripts
+    /// install into ~/.cache/codex-relay).
     #[arg(long, env = "CODEX_CLI_PATH")]
     pub codex: Option<PathBuf>,
     /// CODEX_HOME for Codex (default: Codex's own, usually ~/.codex).

@@ -334,7 +334,7 @@ impl From<RelayError> for Error {
                 Error::new(Phase::Codex, ErrorKind::Start, message)
             }
             RelayError::Codex(p) => Error::from(p),
-            RelayError::Auth(_) | RelayError::Forbidden(_) => {
+            RelayError::Auth(_) | RelayError::NotLoggedIn(_) | RelayError::Forbidden(_) => {
                 Error::new(Phase::Request, ErrorKind::Refused, message)
             }
             RelayError::UnknownSession(_)

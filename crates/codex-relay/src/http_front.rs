@@ -197,10 +197,12 @@ impl HttpArgs {
         fronts: axum::Router,
         allowed_hosts: Vec<String>,
         vapid_public_key: Option<String>,
+        stop: tokio_util::sync::CancellationToken,
     ) -> axum::Router {
         let opts = HttpOptions {
             credentials: credentials.clone(),
             vapid_public_key,
+            stop,
         };
         let app = codex_relay_http::router(relay.clone(), opts).merge(fronts);
         codex_relay_http::secure(

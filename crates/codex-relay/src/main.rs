@@ -26,6 +26,9 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Set by the npm launcher (npm/codex-relay/bin/codex-relay.js) to its own pid.
+const LAUNCHER_PID: &str = "CODEX_RELAY_LAUNCHER_PID";
+
 #[derive(Parser)]
 #[command(
     name = "codex-relay",
@@ -62,6 +65,15 @@ fn main() -> std::process::ExitCode {
     // environment unreadable to the processes of the same user (the commands Codex runs among
     // them), and overwrite the token where /proc/<pid>/environ would still show it.
     http_front::take_env_token();
+    // Started by the npm launcher (which names itself): go when it goes, even by SIGKILL.
+    if let Some(pid) = std::env::var(LAUNCHER_PID)
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        codex_relay_codex::platform::process::stop_with_parent(pid);
+    }
+    // SAFETY: no other thread exists yet.
+    unsafe { std::env::remove_var(LAUNCHER_PID) };
     codex_relay_codex::platform::process::harden_self(&[http_front::TOKEN_VAR]);
     // A descriptor per connection (up to --max-connections), plus Codex's pipes and the store.
     codex_relay_codex::platform::process::raise_fd_limit(65_536);
@@ -104,6 +116,12 @@ async fn run(cli: Cli) -> std::process::ExitCode {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour on a terminal only: files and pipes (where MCP clients keep server logs) get
+        // plain text. NO_COLOR turns it off on a terminal too.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         // A log line that cannot be written (stderr's reader went away) is dropped: reporting
         // it would `eprintln!` to the same broken pipe, which panics the task that logged.
         .log_internal_errors(false)

@@ -19,6 +19,10 @@ const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 pub struct McpArgs {
     #[command(flatten)]
     engine: EngineArgs,
+    /// Run against a built-in scripted model (no OpenAI account): its Codex home, workspace
+    /// and store are kept in `demo/` in the data directory.
+    #[arg(long)]
+    demo: bool,
 }
 
 #[derive(clap::Args)]
@@ -35,8 +39,9 @@ pub struct ServeArgs {
     allow_hosts: Vec<String>,
     #[command(flatten)]
     http: crate::http_front::HttpArgs,
-    /// Run against a built-in scripted model in a throwaway CODEX_HOME, workspace and store: a
-    /// whole session (plan, file diff, command approval) with no OpenAI account.
+    /// Run against a built-in scripted model: a whole session (plan, file diff, command
+    /// approval, question) with no OpenAI account. Its Codex home, workspace, store, token and
+    /// logins are kept in `demo/` in the data directory across restarts.
     #[arg(long)]
     demo: bool,
     /// With /mcp-server (the legacy contract): also offer the six codex_* tools there.
@@ -64,13 +69,36 @@ fn notify_config(
 }
 
 pub async fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
-    let relay = args.engine.open().await?;
+    let (relay, demo) = if args.demo {
+        let (relay, demo) = crate::demo::open(&args.engine, crate::demo::Questions::Asked).await?;
+        say(&demo.describe());
+        (relay, Some(demo))
+    } else {
+        (args.engine.open().await?, None)
+    };
+    // Said now, not after the client's first call: the log is where a person looks.
+    warn_if_not_logged_in(&relay, demo.is_some());
     let result = tokio::select! {
         r = codex_relay_mcp::serve_stdio(relay.clone()) => r.map_err(anyhow::Error::from),
         _ = shutdown_signal() => Ok(()),
     };
     relay.shutdown().await;
+    drop(demo);
     result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Starts a Codex in the background and says on stderr when it is not logged in (sessions
+/// would fail, each with the same message); a demo needs no login.
+fn warn_if_not_logged_in(relay: &codex_relay_core::Relay, demo: bool) {
+    if demo {
+        return;
+    }
+    let relay = relay.clone();
+    tokio::spawn(async move {
+        if let Err(e @ codex_relay_core::RelayError::NotLoggedIn(_)) = relay.check_login().await {
+            say(&format!("codex-relay: {e}"));
+        }
+    });
 }
 
 pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -78,11 +106,8 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
     let notify = notify_config(args.notify.as_deref())?;
     args.engine.policy.apply_serve_defaults(args.listen);
     let (relay, demo) = if args.demo {
-        let (relay, demo) = crate::demo::open(&args.engine).await?;
-        say(&format!(
-            "codex-relay: demo mode: a scripted model, sessions work in {}",
-            demo.workspace().display()
-        ));
+        let (relay, demo) = crate::demo::open(&args.engine, crate::demo::Questions::Asked).await?;
+        say(&demo.describe());
         (relay, Some(demo))
     } else {
         (args.engine.open().await?, None)
@@ -101,9 +126,14 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
             .is_some()
             .then(|| crate::http_front::logins_file(&data_dir)),
     ));
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "listening on {}: {e}: another process listens there (a codex-relay still running?); stop it, or choose another address with --listen",
+            args.listen
+        ),
+        Err(e) => return Err(e).with_context(|| format!("listening on {}", args.listen)),
+    };
     let addr = listener.local_addr()?;
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
         .iter()
@@ -149,10 +179,16 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
     let notifier = codex_relay_notify::Notifier::start(relay.clone(), notify, &link_base, vapid)?;
-    let app = args
-        .http
-        .app(&relay, credentials.clone(), fronts, hosts, vapid_key);
+    let app = args.http.app(
+        &relay,
+        credentials.clone(),
+        fronts,
+        hosts,
+        vapid_key,
+        stop.clone(),
+    );
     say(&banner(addr, &token, &credentials));
+    warn_if_not_logged_in(&relay, demo.is_some());
     let graceful = stop.clone();
     let server = codex_relay_http::server::serve(
         listener,

@@ -103,14 +103,16 @@ pub enum StartError {
     Handshake(#[source] PeerError),
 }
 
-fn spawn_hint(e: &std::io::Error) -> &'static str {
+fn spawn_hint(e: &std::io::Error) -> String {
     match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            " (no such file: install Codex with `npm install -g @openai/codex`, or point CODEX_CLI_PATH / --codex at it)"
-        }
+        std::io::ErrorKind::NotFound => format!(
+            " (no such file: install the Codex codex-relay is tested with, `npm install -g @openai/codex@{}`, or point CODEX_CLI_PATH / --codex at one)",
+            crate::version::NEWEST_TESTED
+        ),
         std::io::ErrorKind::PermissionDenied => {
             " (not executable: `chmod +x` it, or point CODEX_CLI_PATH / --codex at the real codex)"
+                .into()
         }
-        _ => "",
+        _ => String::new(),
     }
 }

@@ -89,6 +89,20 @@ impl ServerSource {
         Ok(server)
     }
 
+    /// For a session about to run on `server`: without credentials of the relay's own, a Codex
+    /// that needs a login and holds none would retry every turn until its deadline, so the
+    /// session fails now with `NotLoggedIn`, saying what to run. Asked every time (a login may
+    /// have happened since); calls that reach no model (listing, reading threads) never ask.
+    pub async fn check_login(&self, server: &AppServer) -> Result<(), RelayError> {
+        if self.auth.credentials.is_some() {
+            return Ok(());
+        }
+        match crate::logged_in::missing_login(server, &self.config).await {
+            Some(why) => Err(RelayError::NotLoggedIn(why)),
+            None => Ok(()),
+        }
+    }
+
     /// Set while restarts are refused (a crash loop), for status and health checks.
     pub fn gave_up(&self) -> Option<GaveUp> {
         self.crashes().gave_up(Instant::now())

@@ -33,6 +33,10 @@ pub enum RelayError {
     Codex(#[from] PeerError),
     #[error("authentication: {0}")]
     Auth(#[from] crate::auth::AuthError),
+    /// Codex's model provider needs OpenAI credentials and Codex holds none: the message
+    /// names the command that logs it in.
+    #[error("{0}")]
+    NotLoggedIn(String),
     #[error("workspace refused: {0}")]
     Workspace(#[from] crate::workspace::WorkspaceError),
     #[error("store: {0}")]
@@ -109,6 +113,7 @@ impl RelayError {
             RelayError::Start(_) => "codex_unavailable",
             RelayError::Codex(_) => "codex_error",
             RelayError::Auth(_) => "codex_auth_failed",
+            RelayError::NotLoggedIn(_) => "codex_not_logged_in",
             RelayError::Workspace(_) => "workspace_refused",
             RelayError::Store(_) => "store_unavailable",
             RelayError::CodexCrashLoop { .. } => "codex_crash_loop",

@@ -39,6 +39,7 @@ pub mod feed;
 pub mod follow;
 mod ids;
 pub mod links;
+pub mod logged_in;
 pub mod login;
 pub mod mapper;
 pub mod modes;

@@ -25,6 +25,10 @@ impl Mapped {
     }
 }
 
+/// Notifications Codex sends for its own UIs' bookkeeping, not shown as events:
+/// `thread/readState/changed` (0.169: where a reader's unread marker is).
+const QUIET: &[&str] = &["thread/readState/changed"];
+
 /// Maps one notification. Pure: the caller tracks turns and statuses.
 pub fn map(n: &ServerNotification) -> Mapped {
     use ServerNotification as N;
@@ -93,6 +97,9 @@ pub fn map(n: &ServerNotification) -> Mapped {
         | N::ThreadStatusChanged(_)
         | N::TurnDiffUpdated(_)
         | N::ServerRequestResolved(_) => Mapped::default(),
+        // Codex's own bookkeeping for its UIs, with nothing in it for a person (the raw line
+        // is kept with the others).
+        N::Unknown { method, .. } if QUIET.contains(&method.as_str()) => Mapped::default(),
         N::Unknown { method, params } => Mapped::one(
             Role::System,
             None,
@@ -479,6 +486,12 @@ mod tests {
         assert!(
             matches!(&other.events[0].2, Ev::Codex { method, .. } if method == "item/completed")
         );
+        // Codex's unread marker: nothing for a person, so no event (the raw line stays).
+        let read = map(&n(
+            "thread/readState/changed",
+            json!({"threadId": "t", "readState": {"revision": "r"}}),
+        ));
+        assert_eq!(read, Mapped::default());
     }
 
     #[test]

@@ -95,8 +95,12 @@ pub(crate) struct Reservation {
 }
 
 impl Reservation {
+    /// The app-server for the new session, once it can reach its model (see
+    /// [`ServerSource::check_login`]).
     pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
-        self.pool.start(self.member, &self.source).await
+        let server = self.pool.start(self.member, &self.source).await?;
+        self.source.check_login(&server).await?;
+        Ok(server)
     }
 
     pub fn bind(mut self, session: &str) {
@@ -234,7 +238,27 @@ impl Pool {
                 }
             }
         };
-        self.start(member, &source).await
+        let server = self.start(member, &source).await?;
+        source.check_login(&server).await?;
+        Ok(server)
+    }
+
+    /// Whether a Codex with the relay's own settings can reach its model (starts one if none
+    /// runs): `NotLoggedIn` when it needs a login it does not hold.
+    pub async fn check_login(&self) -> Result<(), RelayError> {
+        let server = self.any().await?;
+        let source = {
+            let t = self.lock();
+            let key = key_of(&self.inner.base);
+            t.members
+                .iter()
+                .find(|m| m.key == key)
+                .map(|m| m.source.clone())
+        };
+        match source {
+            Some(source) => source.check_login(&server).await,
+            None => Ok(()),
+        }
     }
 
     async fn start(

@@ -147,15 +147,21 @@ impl Relay {
         self.inner.store.health()
     }
 
-    /// A running app-server with the relay's settings (started if needed), for calls that
-    /// belong to no session (listing threads, health checks).
     /// The app-server serving session `id`, if it is placed on one and that process runs.
     pub fn server_of(&self, id: &str) -> Option<Arc<AppServer>> {
         self.inner.servers.server_of(id)
     }
 
+    /// A running app-server with the relay's settings (started if needed), for calls that
+    /// belong to no session (listing threads, health checks).
     pub async fn server(&self) -> Result<Arc<AppServer>, RelayError> {
         self.inner.servers.any().await
+    }
+
+    /// Whether Codex can reach its model: [`RelayError::NotLoggedIn`] (naming the command
+    /// that logs it in) when its provider needs OpenAI credentials it does not hold.
+    pub async fn check_login(&self) -> Result<(), RelayError> {
+        self.inner.servers.check_login().await
     }
 
     /// The process id of the `codex app-server` serving a session, while it runs.

@@ -89,6 +89,7 @@ impl From<RelayError> for ApiError {
             }
             RelayError::Codex(_) => (StatusCode::BAD_GATEWAY, "codex_error"),
             RelayError::Auth(_) => (StatusCode::BAD_GATEWAY, "codex_auth_failed"),
+            RelayError::NotLoggedIn(_) => (StatusCode::SERVICE_UNAVAILABLE, "codex_not_logged_in"),
             RelayError::Workspace(_) => (StatusCode::UNPROCESSABLE_ENTITY, "workspace_refused"),
             RelayError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             RelayError::Rule(r) => match r {
@@ -123,6 +124,7 @@ fn remote(code: &str) -> (StatusCode, &'static str) {
     match code {
         "codex_error" => (StatusCode::BAD_GATEWAY, "codex_error"),
         "codex_auth_failed" => (StatusCode::BAD_GATEWAY, "codex_auth_failed"),
+        "codex_not_logged_in" => (StatusCode::SERVICE_UNAVAILABLE, "codex_not_logged_in"),
         "workspace_refused" => (StatusCode::UNPROCESSABLE_ENTITY, "workspace_refused"),
         "codex_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "codex_unavailable"),
         "codex_crash_loop" => (StatusCode::SERVICE_UNAVAILABLE, "codex_crash_loop"),

@@ -48,6 +48,9 @@ pub struct HttpOptions {
     pub credentials: Arc<auth::Credentials>,
     /// The VAPID public key browsers subscribe to push with; `None`: push is off.
     pub vapid_public_key: Option<String>,
+    /// Cancelled when the server stops: every event stream ends at once (a browser's stream
+    /// would otherwise hold the connection, and the shutdown, open).
+    pub stop: tokio_util::sync::CancellationToken,
 }
 
 impl Default for HttpOptions {
@@ -56,6 +59,7 @@ impl Default for HttpOptions {
         Self {
             credentials: Arc::new(auth::Credentials::new(None, None)),
             vapid_public_key: None,
+            stop: Default::default(),
         }
     }
 }

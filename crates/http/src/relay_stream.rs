@@ -82,12 +82,14 @@ pub async fn stream(
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(256);
     let relay = st.relay.clone();
     let metrics = st.metrics.clone();
+    let stop = st.opts.stop.clone();
     metrics.sse_subscribers.fetch_add(1, Ordering::Relaxed);
     tokio::spawn(async move {
         loop {
             let next = tokio::select! {
                 n = feed.recv() => n,
                 _ = tx.closed() => break,
+                _ = stop.cancelled() => break,
             };
             let events = match next {
                 Ok(ev) => events_for(&relay, &ev),

@@ -95,6 +95,7 @@ pub async fn stream(
         tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let pump = Pump {
+        stop: st.opts.stop.clone(),
         frames: st.frames.session(&id),
         follow,
         keep_alive,
@@ -139,6 +140,8 @@ pub fn sse_response(body: Body) -> Response {
 
 /// One subscriber's position in a session's log, and its frames.
 struct Pump {
+    /// The server stops: the stream ends.
+    stop: tokio_util::sync::CancellationToken,
     follow: Follow,
     keep_alive: tokio::time::Interval,
     frames: std::sync::Arc<crate::frames::SessionFrames>,
@@ -150,6 +153,7 @@ impl Pump {
     /// else, once something happens, a delta, a keep-alive or the end. `None` ends the stream.
     async fn next_chunk(&mut self) -> Option<Bytes> {
         let next = tokio::select! {
+            _ = self.stop.cancelled() => return None,
             next = self.follow.next() => next?,
             _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
         };

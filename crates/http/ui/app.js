@@ -79,6 +79,8 @@ function route() {
   const hash = location.hash || '#/';
   if (current && current.leave) current.leave();
   main.replaceChildren();
+  // A new view starts at its top, not at the scroll position the last one was left at.
+  window.scrollTo(0, 0);
   for (const key of Object.keys(main.dataset)) delete main.dataset[key];
   let m;
   if ((m = hash.match(/^#\/s\/([^/?]+)/))) {

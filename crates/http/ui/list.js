@@ -4,6 +4,19 @@
 import { get } from './api.js';
 import { h, ago, tokens, statusBadge, shortPath } from './dom.js';
 
+/** A row's badge: an idle session that no Codex holds any more (a `run` that ended, a session
+ * of an earlier start) is done with its work, not waiting; a message resumes it. */
+function rowBadge(s) {
+  if (s.status === 'idle' && !s.live) {
+    const badge = statusBadge('idle');
+    badge.dataset.status = 'done';
+    badge.textContent = 'done';
+    badge.title = 'Its last turn finished; a message resumes it.';
+    return badge;
+  }
+  return statusBadge(s.status ?? (s.live ? 'idle' : 'stored'));
+}
+
 export function listView(root, { onRelayEvent }) {
   const rows = new Map();
   const tbody = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
@@ -21,7 +34,7 @@ export function listView(root, { onRelayEvent }) {
     const li = h('li', { class: 'session-row', dataset: { id } },
       h('a', { class: 'row-link', href: `#/s/${encodeURIComponent(id)}` },
         h('span', { class: 'row-top' },
-          h('span', { class: 'status-slot' }, statusBadge(s.status ?? (s.live ? 'idle' : 'stored'))),
+          h('span', { class: 'status-slot' }, rowBadge(s)),
           pendingBadge,
           h('span', { class: 'preview' }, s.preview || '(no message yet)')),
         h('span', { class: 'row-meta' },
@@ -38,7 +51,7 @@ export function listView(root, { onRelayEvent }) {
     const r = rows.get(id);
     if (!r) return;
     Object.assign(r.data, patch);
-    if (patch.status) r.li.querySelector('.status-slot').replaceChildren(statusBadge(patch.status));
+    if (patch.status) r.li.querySelector('.status-slot').replaceChildren(rowBadge(r.data));
     if ('usage' in patch) r.li.querySelector('.usage').textContent = tokens(patch.usage) || '';
     r.li.querySelector('.when').textContent = ago(Date.now());
   }
@@ -91,7 +104,8 @@ export function listView(root, { onRelayEvent }) {
         break;
       case 'session_status':
       case 'session_closed':
-        update(d.sessionId, { status: d.status ?? (kind === 'session_closed' ? 'closed' : undefined) });
+        // A status from this relay's stream: a session it runs now (or has just closed).
+        update(d.sessionId, { status: d.status ?? (kind === 'session_closed' ? 'closed' : undefined), live: kind === 'session_status' });
         break;
       case 'session_usage':
         update(d.sessionId, { usage: d.usage });

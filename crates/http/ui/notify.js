@@ -4,6 +4,9 @@
 import { get, post } from './api.js';
 import { h, ago } from './dom.js';
 
+/** What to do when the browser refuses notifications to this site. */
+const BLOCKED = 'Notifications are blocked for this site: allow them in the browser\'s site settings (the icon left of the address), then enable push again.';
+
 const STATE = { pending: 'retrying', delivered: 'delivered', skipped: 'skipped', failed: 'gave up' };
 
 function b64urlToBytes(s) {
@@ -38,37 +41,49 @@ export function notifyView(root) {
       h('thead', {}, h('tr', {}, ['When', 'What', 'To', 'State', 'Attempts', 'Last error'].map((t) => h('th', { scope: 'col' }, t)))),
       rows)));
 
-  async function showPush() {
+  /** Shows whether this device is subscribed; `problem` (what the last attempt hit) stays
+   * shown in front of it rather than being replaced. */
+  async function showPush(problem = '') {
+    const say = (text) => { pushState.textContent = problem ? `${problem} ${text}` : text; };
     try {
       const reg = await registration();
       subscribed = await reg.pushManager.getSubscription();
-      pushState.textContent = subscribed ? 'This device gets push notifications.' : 'This device gets no push notifications.';
       pushButton.textContent = subscribed ? 'Stop push on this device' : 'Enable push on this device';
       pushButton.disabled = false;
+      if (!subscribed && 'Notification' in window && Notification.permission === 'denied') {
+        say(BLOCKED);
+      } else {
+        say(subscribed ? 'This device gets push notifications.' : 'This device gets no push notifications.');
+      }
+      pushState.dataset.problem = problem ? 'yes' : '';
     } catch (e) {
-      pushState.textContent = e.message;
+      say(e.message);
       pushButton.disabled = true;
     }
   }
 
   pushButton.addEventListener('click', async () => {
     pushButton.disabled = true;
+    let problem = '';
     try {
       const reg = await registration();
       if (subscribed) {
         await post('/api/push/unsubscribe', { endpoint: subscribed.endpoint });
         await subscribed.unsubscribe();
       } else {
-        if ((await Notification.requestPermission()) !== 'granted') throw new Error('Notifications are blocked for this site.');
+        const allowed = await Notification.requestPermission();
+        // Denied: the state line says what to do; otherwise the prompt was dismissed.
+        if (allowed === 'denied') throw new Error('Push was not enabled:');
+        if (allowed !== 'granted') throw new Error('Push was not enabled: notifications were not allowed.');
         const { publicKey } = await get('/api/push/key');
         const sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64urlToBytes(publicKey) });
         const json = sub.toJSON();
         await post('/api/push/subscriptions', { endpoint: json.endpoint, keys: json.keys, label: navigator.userAgent.slice(0, 120) });
       }
     } catch (e) {
-      pushState.textContent = e.message;
+      problem = e.message;
     }
-    showPush();
+    await showPush(problem);
   });
 
   async function load() {

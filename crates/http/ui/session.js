@@ -76,7 +76,8 @@ export function sessionView(root, id, { onRelayEvent }) {
   async function load() {
     try {
       const s = await get(path);
-      document.title = `codex-relay · ${s.cwd ?? id}`;
+      // Until the first message names it: every session of one directory would look alike.
+      if (!title) document.title = `Session ${id.slice(0, 8)} · codex-relay`;
       cwd.textContent = s.cwd ?? '';
       setBase(s.cwd);
       cwd.title = s.cwd ?? '';
@@ -104,7 +105,9 @@ export function sessionView(root, id, { onRelayEvent }) {
         root.dataset.applied = String(applied);
         if (!title && env.role === 'user' && env.ev && env.ev.t === 'text') {
           title = true;
-          root.querySelector('.title').textContent = env.ev.text.split('\n')[0].slice(0, 120);
+          const text = env.ev.text.split('\n')[0].slice(0, 120);
+          root.querySelector('.title').textContent = text;
+          document.title = `${text} · codex-relay`;
         }
         timeline.apply(env);
       },

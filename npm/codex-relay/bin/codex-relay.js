@@ -75,7 +75,47 @@ function relayBinary() {
       ...fromSourceAdvice(),
     ]);
   }
+  checkGlibc(dir);
   return binary;
+}
+
+/** `a` < `b` for dotted version numbers ("2.31" < "2.34"). */
+function older(a, b) {
+  const x = a.split(".").map(Number);
+  const y = b.split(".").map(Number);
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    if ((x[i] || 0) !== (y[i] || 0)) return (x[i] || 0) < (y[i] || 0);
+  }
+  return false;
+}
+
+/**
+ * The Linux binaries need the glibc they were built against or newer (the platform package
+ * records it: `codexRelay.glibc`). On an older one (Ubuntu 20.04, Debian 11, RHEL 8) the loader
+ * would refuse it with exit 1 and a line about `GLIBC_2.34`; this says what to do instead.
+ */
+function checkGlibc(dir) {
+  let needed;
+  try {
+    const meta = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
+    needed = meta.codexRelay && meta.codexRelay.glibc;
+  } catch {
+    return;
+  }
+  if (!needed || process.platform !== "linux") return;
+  let runtime;
+  try {
+    runtime = process.report.getReport().header.glibcVersionRuntime;
+  } catch {
+    return;
+  }
+  if (runtime && older(runtime, needed)) {
+    fail(EXIT_NO_BINARY, [
+      `the prebuilt binary for ${platform} needs glibc ${needed} or newer, and this system has glibc ${runtime}`,
+      "(Ubuntu 22.04, Debian 12, RHEL 9 and later have it; Ubuntu 20.04, Debian 11 and RHEL 8 do not).",
+      ...fromSourceAdvice(),
+    ]);
+  }
 }
 
 /** The executable `name` in a PATH directory, skipping the file `skip` (a real path). */
@@ -130,11 +170,35 @@ function childEnv() {
   return env;
 }
 
+/** The parent of process `pid` (Linux's /proc), or 0 when it cannot be read. */
+function parentOf(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Whether process `pid` still runs (a zombie waiting to be reaped does not). */
+function alive(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
 function main() {
   const binary = relayBinary();
   // stdio is inherited, not piped: the binary reads and writes the same descriptors, so MCP
   // over stdio and `run`'s output reach it byte for byte, and a terminal stays a terminal.
-  const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", env: childEnv() });
+  const env = childEnv();
+  // The binary asks the kernel for SIGTERM when this process dies, even by SIGKILL.
+  env.CODEX_RELAY_LAUNCHER_PID = String(process.pid);
+  const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", env });
 
   const forward = (signal) => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -148,12 +212,15 @@ function main() {
   for (const signal of FORWARDED) process.on(signal, forward);
 
   // npx (`npm exec`) starts us through `sh -c`, and forwards its own SIGTERM/SIGINT to that
-  // shell; Debian's sh (dash) then dies without passing it on, and we would be left running.
-  // There, the end of the process that started us counts as SIGTERM.
+  // shell; Debian's sh (dash) dies of SIGTERM without passing it on, and outlives npm when npm
+  // itself is killed (SIGKILL, SIGHUP). There, the end of the shell or of npm counts as
+  // SIGTERM. (A SIGINT sent to npm alone reaches only the shell, which waits: see
+  // docs/INSTALL.md.)
   if (process.env.npm_command === "exec") {
     const parent = process.ppid;
+    const npm = parentOf(parent);
     const watch = setInterval(() => {
-      if (process.ppid !== parent) {
+      if (process.ppid !== parent || (npm > 1 && !alive(npm))) {
         clearInterval(watch);
         forward("SIGTERM");
       }

@@ -112,6 +112,8 @@ struct DemoRelay {
     login_link: String,
     /// The token, when serve made it now (shown once in the banner).
     fresh_token: Option<String>,
+    /// The demo's data directory when the test gave none (removed at the end).
+    _data: Option<tempfile::TempDir>,
 }
 
 impl DemoRelay {
@@ -126,9 +128,17 @@ impl DemoRelay {
         let mut cmd = tokio::process::Command::new(RELAY);
         cmd.args(["serve", "--demo", "--listen", listen, "--codex"])
             .arg(codex);
-        if let Some(dir) = data_dir {
-            cmd.arg("--data-dir").arg(dir);
-        }
+        // The demo is kept in the data directory: each test has its own.
+        let own = data_dir.is_none().then(|| {
+            tempfile::Builder::new()
+                .prefix("browser-demo-")
+                .tempdir_in(cache_root())
+                .expect("a data directory")
+        });
+        let dir = data_dir
+            .or(own.as_ref().map(|d| d.path()))
+            .expect("one of them");
+        cmd.arg("--data-dir").arg(dir);
         match token {
             Some(token) => cmd.env("CODEX_RELAY_TOKEN", token),
             None => cmd.env_remove("CODEX_RELAY_TOKEN"),
@@ -180,6 +190,7 @@ impl DemoRelay {
             workspace: banner.workspace.expect("the demo names its workspace"),
             login_link: banner.link.expect("the banner has a login link"),
             fresh_token: banner.token,
+            _data: own,
         }
     }
 
@@ -298,8 +309,8 @@ async fn a_demo_session_in_the_browser_on_desktop_and_phone() {
     let status = relay.stop().await;
     assert!(status.success(), "serve --demo exited with {status}");
     assert!(
-        !workspace.exists(),
-        "the demo's throwaway directory outlived the relay: {}",
+        workspace.join("hello.py").is_file(),
+        "the demo is kept across restarts: {}",
         workspace.display()
     );
 }
@@ -456,4 +467,94 @@ async fn the_app_installs_and_a_push_subscription_gets_a_push_when_a_request_ope
     );
     let status = relay.stop().await;
     assert!(status.success(), "serve --demo exited with {status}");
+}
+
+/// A demo data directory of its own (not under /tmp: Codex refuses some helpers there).
+fn demo_data(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(cache_root())
+        .expect("a data directory")
+}
+
+/// `codex-relay run --demo PROMPT` kept in `data`: a finished run's session in its store.
+async fn demo_run(codex: &Path, data: &Path, prompt: &str) {
+    let out = tokio::process::Command::new(RELAY)
+        .args(["run", "--demo", "--codex"])
+        .arg(codex)
+        .arg("--data-dir")
+        .arg(data)
+        .arg(prompt)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("codex-relay run --demo");
+    assert!(
+        out.status.success(),
+        "run --demo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One variant of tests/browser/newcomer.mjs against `serve --demo` on `data` (a fresh one
+/// when `None`), after the finished runs of `prompts`.
+async fn newcomer_ui(variant: &'static str, prompts: &[&str]) -> Option<serde_json::Value> {
+    let (node, codex) = set_up(NEWEST)?;
+    let data = demo_data("browser-newcomer-");
+    for prompt in prompts {
+        demo_run(&codex, data.path(), prompt).await;
+    }
+    let mut relay = DemoRelay::start(&codex, "127.0.0.1:0", Some(data.path()), None).await;
+    let url = relay.url.clone();
+    let link = LogIn::Link(relay.login_link.clone());
+    let findings = tokio::task::spawn_blocking(move || {
+        drive_script(&node, "newcomer.mjs", &url, variant, link)
+    })
+    .await
+    .expect("the browser run");
+    let status = relay.stop().await;
+    assert!(status.success(), "serve --demo exited with {status}");
+    Some(findings)
+}
+
+/// "Enable push on this device" when the browser blocks notifications: the page says they are
+/// blocked and where to allow them (the message used to be overwritten at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_denied_says_so_and_how_to_allow_it() {
+    newcomer_ui("push-denied", &[]).await;
+}
+
+/// On a phone every header link shows whole and none scrolls out of sight (Notifications was
+/// a sliver, "New session" cut off).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_phone_header_shows_every_link_whole() {
+    newcomer_ui("phone-header", &[]).await;
+}
+
+/// A view opens at its top: the Rules page after a session page scrolled to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_view_opens_at_its_top() {
+    newcomer_ui("scroll", &["a long session to scroll through"]).await;
+}
+
+/// Two finished `run --demo` sessions: listed as done (not idle), each with its own title in
+/// the tab and the heading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_runs_show_as_done_with_their_own_titles() {
+    let Some(findings) = newcomer_ui("runs", &["first run", "second run"]).await else {
+        return;
+    };
+    let titles = findings["titles"].to_string();
+    assert!(
+        titles.contains("first run") && titles.contains("second run"),
+        "{findings}"
+    );
+}
+
+/// No focus ring frames <main> after a navigation, by keyboard or mouse, though <main> takes
+/// the focus (where a screen reader starts reading).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_focus_ring_frames_main_after_a_navigation() {
+    newcomer_ui("focus", &[]).await;
 }

@@ -57,7 +57,10 @@ fn doctor_names_each_broken_codex_fault() {
     let f = faults();
     let home = f.dir.path();
     for (codex, expected) in [
-        (&f.missing, "no such file: install Codex"),
+        (
+            &f.missing,
+            "no such file: install the Codex codex-relay is tested with",
+        ),
         (&f.not_executable, "not executable: `chmod +x` it"),
         (
             &f.garbage,
@@ -119,7 +122,7 @@ async fn the_first_mcp_call_says_what_is_wrong_with_codex_then_the_crash_loop_st
     let home = f.dir.path();
     let missing = codex_start_errors(&f.missing, home, 1).await;
     assert!(
-        missing[0].contains("no such file: install Codex"),
+        missing[0].contains("no such file: install the Codex codex-relay is tested with"),
         "{missing:?}"
     );
     let not_executable = codex_start_errors(&f.not_executable, home, 1).await;

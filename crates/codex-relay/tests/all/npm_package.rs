@@ -13,32 +13,32 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 const RELAY: &str = env!("CARGO_BIN_EXE_codex-relay");
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Set on every launcher a test starts (to its bed's root): the launcher, the relay, Codex and
 /// whatever Codex runs inherit it, so what is left running can be found.
 // Not `CODEX_RELAY_*`: the relay keeps its own variables from Codex, and the mark must reach it.
-const MARK: &str = "RELAY_NPM_TEST_MARK";
+pub(crate) const MARK: &str = "RELAY_NPM_TEST_MARK";
 
 /// The tarballs `scripts/release` made and the prefix npm installed them into.
-struct Installed {
-    release: PathBuf,
-    prefix: PathBuf,
+pub(crate) struct Installed {
+    pub(crate) release: PathBuf,
+    pub(crate) prefix: PathBuf,
     /// Node's `process.platform-process.arch`, as the launcher and the release script name it.
-    platform: String,
+    pub(crate) platform: String,
 }
 
 impl Installed {
-    fn modules(&self) -> PathBuf {
+    pub(crate) fn modules(&self) -> PathBuf {
         self.prefix.join("node_modules")
     }
 
     /// `node_modules/.bin/codex-relay`: the launcher, as npm links it.
-    fn launcher(&self) -> PathBuf {
+    pub(crate) fn launcher(&self) -> PathBuf {
         self.modules().join(".bin").join("codex-relay")
     }
 
     /// The relay binary inside the platform package.
-    fn binary(&self) -> PathBuf {
+    pub(crate) fn binary(&self) -> PathBuf {
         self.modules()
             .join("@codex-relay")
             .join(&self.platform)
@@ -83,7 +83,7 @@ fn checked(what: &str, out: std::io::Result<Output>) -> Output {
 }
 
 /// Packs and installs once per test binary, into a directory emptied first.
-fn installed() -> &'static Installed {
+pub(crate) fn installed() -> &'static Installed {
     static INSTALLED: OnceLock<Installed> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         // Never skipped: without npm this fails here, saying so.
@@ -152,7 +152,7 @@ fn installed() -> &'static Installed {
 }
 
 /// `npx ARGS` in the prefix (npm's own environment: it finds the installed package there).
-fn npx(it: &Installed, args: &[&str]) -> Output {
+pub(crate) fn npx(it: &Installed, args: &[&str]) -> Output {
     let out = Command::new("npx")
         .args(args)
         .current_dir(&it.prefix)
@@ -216,14 +216,14 @@ fn npx_runs_the_packed_binary_and_the_manifest_pins_the_tested_codex() {
 
 /// A scripted model, a fresh CODEX_HOME, and an empty HOME (CODEX-FACTS: Codex runs the
 /// user's shell start-up files).
-struct Bed {
-    model: ModelServer,
-    home: CodexHome,
-    user_home: PathBuf,
+pub(crate) struct Bed {
+    pub(crate) model: ModelServer,
+    pub(crate) home: CodexHome,
+    pub(crate) user_home: PathBuf,
 }
 
 impl Bed {
-    async fn start() -> Bed {
+    pub(crate) async fn start() -> Bed {
         let model = ModelServer::start().await;
         let home = CodexHome::new(model.url());
         let user_home = home.root().join("home");
@@ -235,13 +235,13 @@ impl Bed {
         }
     }
 
-    fn mark(&self) -> String {
+    pub(crate) fn mark(&self) -> String {
         format!("{MARK}={}", self.home.root().display())
     }
 
     /// The installed launcher with `args` and the engine flags (no `--codex`), in a clean
     /// environment whose PATH has Node but no `codex`, so the bundled Codex is the one used.
-    fn launcher(&self, it: &Installed, args: &[&str]) -> tokio::process::Command {
+    pub(crate) fn launcher(&self, it: &Installed, args: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(it.launcher());
         cmd.args(&args[..1])
             .arg("--codex-home")
@@ -259,7 +259,7 @@ impl Bed {
 
     /// The relay binary (from the platform package) a launcher of this bed started, waiting up
     /// to 30 s for it.
-    async fn relay_pid(&self, it: &Installed) -> u32 {
+    pub(crate) async fn relay_pid(&self, it: &Installed) -> u32 {
         let binary = it.binary().canonicalize().unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -277,7 +277,7 @@ impl Bed {
     }
 
     /// Asserts that nothing started by this bed's launchers is left, waiting up to 10 s.
-    async fn assert_nothing_left(&self) {
+    pub(crate) async fn assert_nothing_left(&self) {
         let left = procs::wait_env_gone(&self.mark(), Duration::from_secs(10)).await;
         let what: Vec<String> = left.iter().map(|p| describe(*p)).collect();
         assert!(left.is_empty(), "processes left behind: {what:#?}");
@@ -286,7 +286,7 @@ impl Bed {
 
 /// The directory of `node` (the launcher's interpreter), then /usr/bin and /bin; none holds
 /// a `codex`.
-fn path_without_codex() -> OsString {
+pub(crate) fn path_without_codex() -> OsString {
     let node = std::env::var_os("PATH")
         .and_then(|p| {
             std::env::split_paths(&p)
@@ -329,7 +329,7 @@ fn environ(pid: u32) -> Vec<String> {
         .collect()
 }
 
-fn signal(pid: u32, sig: i32) {
+pub(crate) fn signal(pid: u32, sig: i32) {
     // SAFETY: signalling a child of this test.
     unsafe {
         libc::kill(pid as i32, sig);
@@ -545,9 +545,13 @@ fn doctor_codex(it: &Installed, path: &OsString, codex_cli_path: Option<&Path>) 
     }
     let out = cmd.output().expect("doctor runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.lines()
+    let line = text
+        .lines()
         .find_map(|l| l.strip_prefix("codex binary:"))
-        .unwrap_or_else(|| panic!("doctor names no codex binary:\n{text}"))
+        .unwrap_or_else(|| panic!("doctor names no codex binary:\n{text}"));
+    // `PATH (how it was found)`
+    line.rsplit_once(" (")
+        .map_or(line, |(path, _)| path)
         .trim()
         .to_owned()
 }

@@ -60,12 +60,22 @@ async fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], bo
     }
 }
 
-/// `serve --demo` (its own throwaway store) with `extra` flags and `token` in
-/// CODEX_RELAY_TOKEN; returns the child and address.
-async fn serve(codex: &Path, extra: &[&str], token: &str) -> (tokio::process::Child, String) {
+/// `serve --demo` (kept in a data directory of its own, removed with the returned guard) with
+/// `extra` flags and `token` in CODEX_RELAY_TOKEN; returns the child and address.
+async fn serve(
+    codex: &Path,
+    extra: &[&str],
+    token: &str,
+) -> (tokio::process::Child, String, tempfile::TempDir) {
+    let data = tempfile::Builder::new()
+        .prefix("ui-serving-")
+        .tempdir_in(codex_relay_testkit::install::cache_root())
+        .unwrap();
     let mut child = tokio::process::Command::new(RELAY)
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--codex"])
         .arg(codex)
+        .arg("--data-dir")
+        .arg(data.path())
         .args(extra)
         .env("CODEX_RELAY_TOKEN", token)
         .stdin(Stdio::null())
@@ -86,14 +96,14 @@ async fn serve(codex: &Path, extra: &[&str], token: &str) -> (tokio::process::Ch
     .await
     .expect("serve listens within 60 s");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr)
+    (child, addr, data)
 }
 
 #[tokio::test]
 async fn ui_files_carry_etags_and_answer_304_when_unchanged() {
     let codex = codex_bin(NEWEST).expect("the pinned Codex");
     // The files, not the login: served without a token.
-    let (_relay, addr) = serve(&codex, &["--no-auth"], "").await;
+    let (_relay, addr, _data) = serve(&codex, &["--no-auth"], "").await;
     let page = http(&addr, "GET", "/", &[], "").await;
     assert_eq!(page.status, 200);
     assert!(
@@ -136,7 +146,7 @@ async fn ui_files_carry_etags_and_answer_304_when_unchanged() {
 #[tokio::test]
 async fn with_a_token_the_login_form_sets_the_cookie_the_ui_and_streams_accept() {
     let codex = codex_bin(NEWEST).expect("the pinned Codex");
-    let (_relay, addr) = serve(&codex, &[], TOKEN).await;
+    let (_relay, addr, _data) = serve(&codex, &[], TOKEN).await;
     let html = [("Accept", "text/html")];
     let page = http(&addr, "GET", "/", &html, "").await;
     assert_eq!(page.status, 401, "the UI needs the token");

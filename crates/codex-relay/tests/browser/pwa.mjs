@@ -243,6 +243,10 @@ async function run() {
     const who = await done.textContent();
     if (!who.includes('by a person (web UI / HTTP)')) throw new Error(`the card says ${who}`);
     findings.answered = who;
+    // The demo model then asks its question (the demo lets it in Default mode too).
+    const question = page.locator('.card.request.kind-question:not(.resolved)');
+    await question.waitFor({ timeout: STEP });
+    await question.getByRole('button', { name: 'Keep it', exact: true }).click();
     await page.locator('.turn-sep.end.status-completed').waitFor({ timeout: STEP });
     await page.getByRole('link', { name: 'Rules' }).click();
     const rule = page.locator('.rules .rule[data-rule="allow-python3-hello-py"]');

@@ -67,6 +67,26 @@ pub fn harden_self(names: &[&str]) {
     }
 }
 
+/// Asks for SIGTERM when this process's parent dies, if that parent is `expected` (the npm
+/// launcher passes its own pid): a launcher killed with SIGKILL cannot pass a signal on, and
+/// the relay would live on until its stdin closed. The SIGTERM is then handled as any stop
+/// (Codex stopped, the store flushed). If the parent died already, SIGTERM comes at once.
+/// Call before any thread exists. Returns whether it was set.
+pub fn stop_with_parent(expected: u32) -> bool {
+    // SAFETY: getppid, prctl and raise act on the calling process only.
+    unsafe {
+        if libc::getppid() as u32 != expected {
+            return false;
+        }
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        // The parent may have died before prctl: then no signal would come.
+        if libc::getppid() as u32 != expected {
+            libc::raise(libc::SIGTERM);
+        }
+    }
+    true
+}
+
 /// Raises this process's soft limit on open files to its hard limit (at most `cap`): a server
 /// holds a descriptor per connection, and many systems start processes at 1,024. Returns the
 /// limit in effect.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use codex_relay_codex::{AppServer, IncomingRequest, PeerEvent, Subscription};
+use codex_relay_codex::{AppServer, IncomingRequest, PeerError, PeerEvent, Subscription};
 use codex_relay_protocol::v2::{
     FileUpdateChange, ServerNotification, ServerRequest, ThreadItem, ThreadResume,
     ThreadResumeParams, ToolCallResponse, TurnStartParams,
@@ -299,6 +299,10 @@ impl Actor {
                     self.shared.push_raw_all(vec![req.raw.clone()]);
                     self.on_request(req);
                 }
+                Some(PeerEvent::Closed(PeerError::Shutdown)) => {
+                    self.flush(raws, events, persist);
+                    return self.codex_stopped();
+                }
                 Some(PeerEvent::Closed(err)) => {
                     self.flush(raws, events, persist);
                     return self.codex_gone(err.to_string());
@@ -425,7 +429,22 @@ impl Actor {
         }
     }
 
-    /// Codex died (or was shut down) under this session.
+    /// The relay stopped Codex on purpose (it is shutting down): no error, and a running turn
+    /// ends cancelled (its open tool calls first), saying why.
+    fn codex_stopped(&mut self) {
+        self.sub = None;
+        self.server = None;
+        let message = "the relay stopped (a restart resumes the session)";
+        self.broker.fail_session(
+            &self.shared.id,
+            crate::views::ResolvedBy::RelayShutdown,
+            message,
+        );
+        self.shared.end_turn_cancelled(message);
+        self.shared.persist();
+    }
+
+    /// Codex died under this session.
     fn codex_gone(&mut self, why: String) {
         self.sub = None;
         self.server = None;

@@ -427,23 +427,29 @@ impl SessionShared {
     }
 
     fn end_turns(&self, status: TurnEndStatus, why: &str) {
-        let (turn, agents) = {
+        let (turn, agents, calls) = {
             let s = self.lock();
-            (s.turn.clone(), s.agents.running())
+            let agents = s.agents.running();
+            let turns: Vec<&str> = s
+                .turn
+                .iter()
+                .chain(agents.iter().map(|(_, t)| t))
+                .map(String::as_str)
+                .collect();
+            let calls = super::open_calls::end_open_calls(&s.events, &turns, why);
+            (s.turn.clone(), agents, calls)
         };
         let end = || Ev::TurnEnd {
             status,
             error: Some(why.into()),
         };
-        let mut events: Vec<Logged> = agents
-            .into_iter()
-            .map(|(agent, turn)| Logged {
-                role: Role::System,
-                turn: Some(turn),
-                ev: end(),
-                origin: Some(Arc::new(self.origin(&agent.agent.thread))),
-            })
-            .collect();
+        let mut events = calls;
+        events.extend(agents.into_iter().map(|(agent, turn)| Logged {
+            role: Role::System,
+            turn: Some(turn),
+            ev: end(),
+            origin: Some(Arc::new(self.origin(&agent.agent.thread))),
+        }));
         if let Some(turn) = turn {
             events.push(Logged {
                 role: Role::System,
