@@ -209,7 +209,8 @@ impl ClientBuilder {
         self
     }
 
-    /// How long Codex may take to start and finish the `initialize` handshake.
+    /// How long Codex may take to start and finish the `initialize` handshake (default 30 s:
+    /// on a loaded machine its start-up alone has taken over 10 s).
     pub fn startup_timeout(mut self, timeout: Duration) -> Self {
         self.startup_timeout = Some(timeout);
         self

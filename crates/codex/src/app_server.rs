@@ -44,7 +44,7 @@ impl AppServerConfig {
             cwd: None,
             env: Vec::new(),
             config_overrides: Vec::new(),
-            startup_timeout: Duration::from_secs(10),
+            startup_timeout: Duration::from_secs(30),
             peer: PeerConfig::default(),
             client_name: "codex-relay".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
