@@ -5,6 +5,7 @@
 //!   cache directory, once.
 //! - [`model`]: the scripted model server (replies, failure modes, recorded requests).
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
+//! - [`echo`]: a child's log lines echoed into the test's output, bounded.
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`oauth`]: a fake ChatGPT OAuth token endpoint (rotating refresh tokens, counted).
 //! - [`ordinary`]: the ordinary (non-root) user security tests run the relay as.
@@ -18,6 +19,7 @@
 
 pub mod addrs;
 pub mod clients;
+pub mod echo;
 pub mod exec;
 pub mod fixtures;
 pub mod home;

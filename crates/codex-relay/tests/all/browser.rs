@@ -154,10 +154,11 @@ impl DemoRelay {
             .spawn()
             .expect("spawn codex-relay serve --demo");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let echo = codex_relay_testkit::echo::Echo::new("relay");
         let banner = tokio::time::timeout(Duration::from_secs(60), async {
             let mut b = Banner::default();
             while let Some(line) = lines.next_line().await.unwrap() {
-                eprintln!("[relay] {line}");
+                echo.line(&line);
                 if let Some(w) = line.split("sessions work in ").nth(1) {
                     b.workspace = Some(PathBuf::from(w.trim()));
                 }
@@ -181,7 +182,7 @@ impl DemoRelay {
         .expect("codex-relay serve --demo listens within 60 s");
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("[relay] {line}");
+                echo.line(&line);
             }
         });
         DemoRelay {

@@ -135,10 +135,11 @@ impl HttpRelay {
             .expect("spawn codex-relay serve");
         let log = Arc::new(Mutex::new(Vec::new()));
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let echo = codex_relay_testkit::echo::Echo::new("relay");
         let kept = log.clone();
         let url = tokio::time::timeout(Duration::from_secs(30), async {
             while let Some(line) = lines.next_line().await.unwrap() {
-                eprintln!("[relay] {line}");
+                echo.line(&line);
                 kept.lock().unwrap().push(line.clone());
                 if let Some(url) = line.split("MCP at ").nth(1) {
                     return url.trim().to_owned();
@@ -154,7 +155,7 @@ impl HttpRelay {
         let kept = log.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("[relay] {line}");
+                echo.line(&line);
                 kept.lock().unwrap().push(line);
             }
         });

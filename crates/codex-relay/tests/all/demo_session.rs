@@ -31,9 +31,10 @@ async fn a_demo_session_starts_without_a_model_warning() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let echo = codex_relay_testkit::echo::Echo::new("relay");
     let url = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(line) = lines.next_line().await.unwrap() {
-            eprintln!("[relay] {line}");
+            echo.line(&line);
             if let Some(url) = line.split("MCP at ").nth(1) {
                 return url.trim().to_owned();
             }
@@ -93,11 +94,12 @@ impl Demo {
             .unwrap();
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let echo = codex_relay_testkit::echo::Echo::new("relay");
         let kept = log.clone();
         let url = tokio::time::timeout(Duration::from_secs(60), async {
             let mut url = None;
             while let Some(line) = lines.next_line().await.unwrap() {
-                eprintln!("[relay] {line}");
+                echo.line(&line);
                 kept.lock().unwrap().push(line.clone());
                 if let Some(u) = line.split("MCP at ").nth(1) {
                     url = Some(u.trim().to_owned());
@@ -113,7 +115,7 @@ impl Demo {
         let kept = log.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("[relay] {line}");
+                echo.line(&line);
                 kept.lock().unwrap().push(line);
             }
         });

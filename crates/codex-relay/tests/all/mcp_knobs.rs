@@ -268,10 +268,11 @@ async fn serve_until_ready(env: &[(&str, String)]) -> (tokio::process::Child, Ve
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let echo = codex_relay_testkit::echo::Echo::new("relay");
     let mut seen = Vec::new();
     tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(line) = lines.next_line().await.unwrap() {
-            eprintln!("[relay] {line}");
+            echo.line(&line);
             seen.push(plain(&line));
             // The banner ends with the MCP snippet (or the --no-auth warning).
             if line.contains("MCP over HTTP")
@@ -287,7 +288,7 @@ async fn serve_until_ready(env: &[(&str, String)]) -> (tokio::process::Child, Ve
     // Keep reading, so that what it writes later never meets a closed pipe.
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("[relay] {line}");
+            echo.line(&line);
         }
     });
     (child, seen)

@@ -84,9 +84,10 @@ async fn serve(
         .spawn()
         .expect("spawn codex-relay serve");
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let echo = codex_relay_testkit::echo::Echo::new("relay");
     let addr = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(line) = lines.next_line().await.unwrap() {
-            eprintln!("[relay] {line}");
+            echo.line(&line);
             if let Some(rest) = line.split("web UI and API at http://").nth(1) {
                 return rest.split('/').next().unwrap().to_owned();
             }
