@@ -27,6 +27,10 @@ fn every_package_carries_the_license_and_the_third_party_notices() {
     )
     .expect("LICENSE in the repository");
     assert!(license.contains("Apache License") && license.contains("Version 2.0"));
+    let repo_notices = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../THIRD_PARTY_NOTICES.md"),
+    )
+    .expect("THIRD_PARTY_NOTICES.md in the repository");
     for tgz in [
         it.release.join(format!("codex-relay-{VERSION}.tgz")),
         it.release
@@ -50,6 +54,10 @@ fn every_package_carries_the_license_and_the_third_party_notices() {
             license
         );
         let notices = std::fs::read_to_string(package.join("THIRD_PARTY_NOTICES.md")).unwrap();
+        assert_eq!(
+            notices, repo_notices,
+            "the packages carry the repository's THIRD_PARTY_NOTICES.md"
+        );
         // Crates the binary is built from, under their licenses, with the licenses' texts.
         for needed in [
             "tokio ",
