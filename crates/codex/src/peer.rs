@@ -564,6 +564,10 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         }
         .await;
         if let Err(e) = result {
+            // A failed write almost always means Codex died: its exit (status, stderr) is the
+            // better answer for every pending call, and the reader gives it once the exit is
+            // seen. Only a Codex that closed its stdin and lives on is left to this error.
+            tokio::time::sleep(WRITE_FAILURE_GRACE).await;
             if let Some(inner) = inner.upgrade() {
                 inner.close(PeerError::Disconnected(format!(
                     "writing to codex failed: {e}"
@@ -574,6 +578,10 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
     let _ = writer.shutdown().await;
 }
+
+/// How long a failed write waits for the process's exit to close the peer instead (the
+/// reader closes it `DRAIN_AFTER_EXIT` after the exit is seen).
+const WRITE_FAILURE_GRACE: Duration = Duration::from_secs(3);
 
 /// How long to keep reading buffered lines after the process exited.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(300);

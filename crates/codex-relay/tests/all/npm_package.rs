@@ -82,10 +82,49 @@ fn checked(what: &str, out: std::io::Result<Output>) -> Output {
     out
 }
 
-/// Packs and installs once per test binary, into a directory emptied first.
+/// Packs and installs once per build of the binary, shared by every test process (the tests
+/// only read it; nextest runs each test in a process of its own, several at once): the first
+/// process to come packs and installs under a lock into a directory named after the build,
+/// the others wait for it and use what it made.
 pub(crate) fn installed() -> &'static Installed {
     static INSTALLED: OnceLock<Installed> = OnceLock::new();
     INSTALLED.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm-package");
+        std::fs::create_dir_all(&root).unwrap();
+        let meta = std::fs::metadata(RELAY).expect("the relay binary");
+        let build = format!("{}-{}-{}", meta.len(), meta.mtime(), meta.mtime_nsec());
+        let lock = std::fs::File::create(root.join(".lock")).unwrap();
+        // SAFETY: flock on a descriptor this function owns; released when `lock` is dropped.
+        unsafe {
+            libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX);
+        }
+        let base = root.join(&build);
+        let done = base.join(".installed");
+        if let Ok(platform) = std::fs::read_to_string(&done) {
+            return Installed {
+                release: base.join("release"),
+                prefix: base.join("prefix"),
+                platform,
+            };
+        }
+        // Earlier builds' installs go.
+        for entry in std::fs::read_dir(&root).unwrap().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let installed = pack_and_install(&base);
+        std::fs::write(&done, &installed.platform).unwrap();
+        drop(lock);
+        installed
+    })
+}
+
+/// Packs this build's binary with the release script and installs the tarballs with npm,
+/// under `base`.
+fn pack_and_install(base: &Path) -> Installed {
+    {
         // Never skipped: without npm this fails here, saying so.
         checked(
             "`npm --version` (the npm package test needs Node.js with npm)",
@@ -103,8 +142,6 @@ pub(crate) fn installed() -> &'static Installed {
         .unwrap()
         .trim()
         .to_owned();
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm-package");
-        let _ = std::fs::remove_dir_all(&base);
         let release = base.join("release");
         let prefix = base.join("prefix");
         std::fs::create_dir_all(&prefix).unwrap();
@@ -148,7 +185,7 @@ pub(crate) fn installed() -> &'static Installed {
             prefix,
             platform,
         }
-    })
+    }
 }
 
 /// `npx ARGS` in the prefix (npm's own environment: it finds the installed package there).

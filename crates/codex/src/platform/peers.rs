@@ -260,19 +260,23 @@ fn judge(relays: &Relays, scan: &Scan, inode: u64) -> PeerOwner {
 }
 
 /// Processes of this user among `pids` (the others cannot hold a socket this user made
-/// unless one of this user's processes handed it over), named, at most three, those of a
-/// relay's tree first.
+/// unless one of this user's processes handed it over), named, at most three: those of this
+/// relay's trees first, then those of other relays' trees.
 fn unreadable_summary(relays: &Relays, pids: &[u32]) -> String {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    let mut mine: Vec<(bool, u32)> = pids
+    let mut mine: Vec<(u8, u32)> = pids
         .iter()
         .copied()
         .filter(|&pid| uid_of(pid) == Some(me))
         .filter_map(|pid| {
             let (_, start) = tree::stat(pid)?;
-            let inside = !matches!(lineage(relays, pid, start), Lineage::Outside);
-            Some((!inside, pid))
+            let rank = match lineage(relays, pid, start) {
+                Lineage::Inside(_) if descends_from(pid, relays.me.0) => 0,
+                Lineage::Outside => 2,
+                _ => 1,
+            };
+            Some((rank, pid))
         })
         .collect();
     if mine.is_empty() {
@@ -282,8 +286,12 @@ fn unreadable_summary(relays: &Relays, pids: &[u32]) -> String {
     let named: Vec<String> = mine
         .iter()
         .take(3)
-        .map(|&(outside, pid)| {
-            let tree = if outside { "" } else { ", in a relay's tree" };
+        .map(|&(rank, pid)| {
+            let tree = match rank {
+                0 => ", in this relay's tree",
+                1 => ", in a relay's tree",
+                _ => "",
+            };
             format!("{pid} {}{tree}", command_line(pid))
         })
         .collect();
@@ -292,6 +300,19 @@ fn unreadable_summary(relays: &Relays, pids: &[u32]) -> String {
         mine.len(),
         named.join("; ")
     )
+}
+
+/// Whether `ancestor` is among the parents of `pid` (by `/proc`; for naming, not judging).
+fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut at = pid;
+    for _ in 0..MAX_DEPTH {
+        match tree::stat(at) {
+            Some((ppid, _)) if ppid == ancestor => return true,
+            Some((ppid, _)) if ppid > 1 => at = ppid,
+            _ => return false,
+        }
+    }
+    false
 }
 
 fn uid_of(pid: u32) -> Option<u32> {

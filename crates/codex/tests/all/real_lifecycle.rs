@@ -157,12 +157,13 @@ async fn sigkill_mid_turn_fails_pending_calls_and_leaves_no_process(version: &'s
     // SAFETY: plain kill(2) of the child we spawned.
     unsafe { libc::kill(bed.server.pid() as i32, libc::SIGKILL) };
 
-    let (err, failed_at) = tokio::time::timeout(Duration::from_secs(2), caller)
+    // Promptly, not at some call timeout (minutes): bounds with room for a loaded machine.
+    let (err, failed_at) = tokio::time::timeout(Duration::from_secs(20), caller)
         .await
         .expect("call ended")
         .unwrap();
     assert!(
-        failed_at.duration_since(killed_at) < Duration::from_secs(1),
+        failed_at.duration_since(killed_at) < Duration::from_secs(10),
         "{:?}",
         failed_at - killed_at
     );
@@ -170,7 +171,7 @@ async fn sigkill_mid_turn_fails_pending_calls_and_leaves_no_process(version: &'s
         PeerError::Exited { status, .. } => assert_eq!(status.signal, Some(libc::SIGKILL)),
         other => panic!("expected Exited, got {other:?}"),
     }
-    let closed = tokio::time::timeout(Duration::from_secs(1), async {
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match sub.recv().await {
                 Some(PeerEvent::Closed(e)) => return e,
@@ -180,7 +181,7 @@ async fn sigkill_mid_turn_fails_pending_calls_and_leaves_no_process(version: &'s
         }
     })
     .await
-    .expect("subscriber told within 1 s");
+    .expect("subscriber told");
     assert!(matches!(closed, PeerError::Exited { .. }), "{closed:?}");
     // Later calls fail at once with the same typed error.
     let read = ThreadReadParams {
