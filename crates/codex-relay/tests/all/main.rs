@@ -14,6 +14,7 @@ mod browser;
 mod cluster;
 mod cluster_faults;
 mod cluster_knobs;
+mod cluster_outages;
 mod cluster_rules;
 mod codex_faults;
 mod conformance;
