@@ -119,6 +119,17 @@ impl Relay {
         };
         // One instance of a cluster restores the sessions it runs; the others' are mirrored.
         let own = crate::cluster::join(&relay).await?;
+        if own.is_some() {
+            let weak = Arc::downgrade(&relay.inner);
+            relay.inner.store.on_commit(move |committed| {
+                let Some(inner) = weak.upgrade() else { return };
+                for (session, seq) in committed {
+                    if let Some(h) = inner.get(session) {
+                        h.shared.committed_to(*seq);
+                    }
+                }
+            });
+        }
         crate::recovery::restore(crate::recovery::Inputs {
             store: &relay.inner.store,
             event_buffer: relay.inner.config.event_buffer,
@@ -201,6 +212,10 @@ impl Relay {
         slot: Option<SlotGuard>,
     ) -> (Actor, SessionHandle) {
         shared.attach_feed(self.inner.feed.clone());
+        // In a cluster, readers see what the store committed (session/committed.rs).
+        if self.cluster().is_some() {
+            shared.gate();
+        }
         self.inner.feed.session_created(shared.snapshot());
         let (tx, rx) = mpsc::channel(64);
         let (agent_tx, agent_rx) = mpsc::channel(16);
@@ -248,9 +263,16 @@ impl Relay {
         if let Some(placed) = self.place_elsewhere(&opts).await? {
             return Ok(placed);
         }
-        let created = self.create_here(opts).await?;
-        // Told to the caller only once the session is stored.
-        self.confirm_stored().await?;
+        let epoch = self.cluster_epoch();
+        let created = self
+            .create_here(opts)
+            .await
+            .map_err(|e| self.failed_while(epoch, e))?;
+        // Told to the caller only once the session (and its first message) is stored.
+        match &created.1 {
+            Some(first) => self.acknowledge_turn(&created.0.shared, 0, first).await?,
+            None => self.confirm_stored().await?,
+        }
         Ok(created)
     }
 
@@ -494,8 +516,14 @@ impl Relay {
         // An isolated session whose copy is gone (its run ended) gets a fresh one.
         self.renew_isolated_copy(&handle)?;
         // A restored (dormant) session's actor claims its slot when it is used again.
-        let said = handle.say(input).await?;
-        self.confirm_stored().await?;
+        let before = handle.shared.last_seq();
+        let epoch = self.cluster_epoch();
+        let said = handle
+            .say(input)
+            .await
+            .map_err(|e| self.failed_while(epoch, e))?;
+        // Told to the caller only once the message is stored.
+        self.acknowledge_turn(&handle.shared, before, &said).await?;
         Ok(said)
     }
 
@@ -545,7 +573,7 @@ impl Relay {
             return Ok(events);
         }
         // Older than the in-memory window: the store has them, unless they are still queued.
-        let wanted = (after + limit as u64).min(handle.shared.last_seq());
+        let wanted = (after + limit as u64).min(handle.shared.shown_seq());
         let mut rows = self
             .inner
             .store

@@ -101,13 +101,22 @@ async fn cluster_postgres_three_instances_read_and_answer_anywhere() {
             .is_some_and(|c| c.contains("touch approved-on-a.txt")),
         "{asked}"
     );
-    let pending_on_c = cc.get("/api/codex/permission/pending").await.json();
-    assert!(
-        pending_on_c
+    // C lists it too, once its mirror has caught up with what A committed.
+    let deadline = Instant::now() + TURN;
+    loop {
+        let pending_on_c = cc.get("/api/codex/permission/pending").await.json();
+        let listed = pending_on_c
             .as_array()
-            .is_some_and(|p| p.iter().any(|r| r["id"] == asked["id"])),
-        "every instance lists the request: {pending_on_c}"
-    );
+            .is_some_and(|p| p.iter().filter(|r| r["id"] == asked["id"]).count() == 1);
+        if listed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "every instance lists the request, once: {pending_on_c}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let r = cb
         .post(
             "/api/codex/permission/respond",

@@ -12,6 +12,7 @@ mod library_support;
 
 mod browser;
 mod cluster;
+mod cluster_chaos;
 mod cluster_faults;
 mod cluster_knobs;
 mod cluster_outages;

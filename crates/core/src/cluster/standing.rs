@@ -7,7 +7,12 @@
 use std::time::Duration;
 
 use crate::error::RelayError;
+use crate::event::Role;
 use crate::relay::Relay;
+use crate::session::{SayOutcome, SessionShared};
+
+/// How long an acknowledgement of a new turn waits for Codex to echo the user's input.
+const INPUT_ECHO: Duration = Duration::from_secs(5);
 
 /// This instance's standing in the cluster, as it knows it without asking Postgres.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +84,28 @@ impl Relay {
         }
     }
 
+    /// This instance's epoch now, in a cluster (see [`Relay::failed_while`]).
+    pub(crate) fn cluster_epoch(&self) -> Option<i64> {
+        self.cluster().map(|c| c.fence.epoch())
+    }
+
+    /// The error to answer for work that failed: when this instance lost its lease since
+    /// `epoch` (it stopped its sessions, the one this work was for among them), that is why.
+    pub(crate) fn failed_while(&self, epoch: Option<i64>, e: RelayError) -> RelayError {
+        match (self.cluster(), epoch) {
+            (Some(c), Some(before)) if c.fence.is_lost() || c.fence.epoch() != before => {
+                RelayError::Unavailable {
+                    instance: c.id.clone(),
+                    why: format!(
+                        "instance {} lost its lease while doing this and stopped its sessions ({e}): send it to another instance of the cluster, or try again in a moment",
+                        c.id
+                    ),
+                }
+            }
+            _ => e,
+        }
+    }
+
     /// Waits until everything this instance wrote so far is committed, before a client is told
     /// that what it asked for was done. In a cluster an instance that dies or loses its lease
     /// takes what it had not committed with it, so an answer given earlier could be a promise
@@ -111,5 +138,40 @@ impl Relay {
             instance: c.id.clone(),
             why,
         })
+    }
+
+    /// Before a new turn is acknowledged: waits (at most [`INPUT_ECHO`]) until the session's
+    /// log has the user's input of that turn (Codex echoes it as the turn starts; it is logged
+    /// from there), then until it is stored, so the acknowledgement covers the message itself.
+    /// A steered message is only waited for to be stored (Codex echoes it when it takes it).
+    pub(crate) async fn acknowledge_turn(
+        &self,
+        shared: &SessionShared,
+        after: u64,
+        outcome: &SayOutcome,
+    ) -> Result<(), RelayError> {
+        if self.cluster().is_none() {
+            return Ok(());
+        }
+        if let SayOutcome::Started { turn_id } = outcome {
+            let mut changes = shared.subscribe_changes();
+            let echoed = tokio::time::timeout(INPUT_ECHO, async {
+                loop {
+                    let logged = shared
+                        .logged_in_memory(after)
+                        .iter()
+                        .any(|e| e.role == Role::User && e.turn.as_deref() == Some(turn_id));
+                    if logged || changes.changed().await.is_err() {
+                        return;
+                    }
+                }
+            })
+            .await;
+            if echoed.is_err() {
+                tracing::warn!(session = %shared.id, turn = %turn_id,
+                    "Codex did not echo the new turn's input within {INPUT_ECHO:?}; acknowledging it without");
+            }
+        }
+        self.confirm_stored().await
     }
 }
