@@ -59,6 +59,7 @@ pub(crate) async fn join(relay: &Relay) -> Result<Option<HashSet<String>>, Relay
         instances_changed: Default::default(),
         confirmed: std::sync::Mutex::new(tokio::time::Instant::now()),
         taking_over: Default::default(),
+        adoptions: Default::default(),
         reading_rules: Default::default(),
         stop: tokio::sync::watch::channel(false).0,
     });
@@ -112,6 +113,10 @@ pub(crate) async fn start(relay: &Relay) -> Result<(), RelayError> {
 /// lost lease.
 async fn keep(inner: Weak<RelayInner>) {
     let mut rounds: u64 = 0;
+    // The lease's own connection: renewals neither wait behind the pool's other users nor
+    // inherit its growing back-off while Postgres was away (after a restart the pool took up
+    // to seconds to hand out a connection); made again after any failure.
+    let mut line: Option<sqlx::PgConnection> = None;
     loop {
         let (period, fence, monitor_wake) = {
             let Some(inner) = inner.upgrade() else { return };
@@ -136,7 +141,7 @@ async fn keep(inner: Weak<RelayInner>) {
         }
         rounds += 1;
         if !c.fence.is_lost() {
-            renew(&relay, &c).await;
+            renew(&relay, &c, &mut line).await;
         }
         if c.fence.is_lost() {
             if rejoin(&relay, &c).await {
@@ -164,18 +169,37 @@ async fn keep(inner: Weak<RelayInner>) {
 /// sessions (their Codex too) and writes nothing more for them, whether or not it knows of
 /// other instances: one may have joined while this one could not hear of it (a network cut
 /// to Postgres lets others in), and no command may run, or answer land, on two instances.
-async fn renew(relay: &Relay, c: &Arc<Cluster>) {
+async fn renew(relay: &Relay, c: &Arc<Cluster>, line: &mut Option<sqlx::PgConnection>) {
+    use sqlx::Connection;
     let sessions = relay.local_sessions() as i64;
     let lease_ms = c.config.lease.as_millis() as i64;
     let asked = tokio::time::Instant::now();
     // Never wait past the point where this instance must stop (below).
     let stop_at = c.confirmed_at() + c.config.lease * 3 / 4;
     let wait = (c.config.lease / 4).min(stop_at.saturating_duration_since(asked));
-    let renewed = tokio::time::timeout(
-        wait.max(Duration::from_millis(1)),
-        sql::renew(&c.pool, &c.id, c.fence.epoch(), lease_ms, sessions),
-    )
+    let renewed = tokio::time::timeout(wait.max(Duration::from_millis(1)), async {
+        // A connection that broke since the last renewal (Postgres restarted) is made again
+        // at once, once.
+        let mut fresh = line.is_none();
+        loop {
+            if line.is_none() {
+                *line = Some(sqlx::PgConnection::connect_with(&c.pool.connect_options()).await?);
+            }
+            let conn = line.as_mut().expect("connected above");
+            match sql::renew(&mut *conn, &c.id, c.fence.epoch(), lease_ms, sessions).await {
+                Err(_) if !fresh => {
+                    *line = None;
+                    fresh = true;
+                }
+                done => return done,
+            }
+        }
+    })
     .await;
+    if !matches!(renewed, Ok(Ok(_))) {
+        // Timed out or failed: the connection may be dead or mid-statement.
+        *line = None;
+    }
     match renewed {
         Ok(Ok(true)) => c.confirm(asked),
         Ok(Ok(false)) => {
@@ -287,6 +311,7 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
     match sql::register(&c.pool, &c.id, c.config.url.as_deref(), lease_ms).await {
         Ok(epoch) => {
             c.fence.renew(epoch);
+            c.confirm(tokio::time::Instant::now());
             tracing::warn!(instance = %c.id, epoch, "joined the cluster again, running no sessions");
             // Sessions still recorded as this instance's (nobody took them while it was away)
             // are adopted again, their cut turns closed as after a restart.

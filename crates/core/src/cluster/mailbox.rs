@@ -286,37 +286,35 @@ pub(crate) async fn serve(relay: Relay, id: i64) {
     }
 }
 
-/// How long a command waits for the adoption of its session here to finish.
-const ADOPTING: Duration = Duration::from_secs(10);
-
-/// The session, if it runs on this instance. One this instance just took over is still a
-/// mirror until its adoption is done (its log caught up, its cut turn closed, its requests
-/// declined): a command for it waits for that, so it meets the session as adopted.
+/// The session, if it runs on this instance. One this instance owns and holds only as a
+/// mirror (it just took it over, or is taking it back) is adopted first, or its adoption
+/// running now is waited for, so the command meets the session as adopted: its log caught
+/// up, its cut turn closed, its requests declined.
 async fn here(relay: &Relay, session: &str) -> Result<crate::session::SessionHandle, RelayError> {
     let me = relay.instance_id().unwrap_or_default().to_owned();
-    let deadline = tokio::time::Instant::now() + ADOPTING;
-    loop {
-        let h = relay.session(session).await?;
-        if !h.remote {
+    let h = relay.session(session).await?;
+    if !h.remote {
+        return Ok(h);
+    }
+    let ours = match relay.cluster() {
+        Some(c) => sql::owner_of(&c.pool, session)
+            .await
+            .map_err(db("finding the session's owner"))?
+            .is_some_and(|(owner, _)| owner == me),
+        None => false,
+    };
+    if ours {
+        let why = format!("instance {me} stopped running this session while this turn was running");
+        super::mirror::adopt(relay, session, &why).await?;
+        if let Some(h) = relay.inner.get(session).filter(|h| !h.remote) {
             return Ok(h);
         }
-        let adopting = match relay.cluster() {
-            Some(c) => sql::owner_of(&c.pool, session)
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|(owner, _)| owner == me),
-            None => false,
-        };
-        if !adopting || tokio::time::Instant::now() >= deadline {
-            return Err(RelayError::Owner {
-                session: session.to_owned(),
-                owner: me,
-                why: "the session moved to another instance; try again".into(),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    Err(RelayError::Owner {
+        session: session.to_owned(),
+        owner: me,
+        why: "the session moved to another instance; try again".into(),
+    })
 }
 
 /// Runs a command here, where the session runs. A session that is not this instance's (it

@@ -226,6 +226,20 @@ pub(crate) async fn forward(inner: Weak<RelayInner>, id: String, mut rx: mpsc::R
 /// the turns the loss cut closed and the requests it left declined, as a restart would, and
 /// gets an actor (dormant until the next `say`, which resumes the thread here).
 pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), RelayError> {
+    // One at a time per session: a second comer waits for the first and finds it done.
+    let _one = match relay.cluster() {
+        Some(c) => {
+            let lock = c
+                .adoptions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(id.to_owned())
+                .or_default()
+                .clone();
+            Some(lock.lock_owned().await)
+        }
+        None => None,
+    };
     let Some(handle) = load(relay, id).await? else {
         // Not stored: nothing ran long enough to need adopting.
         return Ok(());

@@ -96,6 +96,9 @@ pub(crate) struct Cluster {
     confirmed: Mutex<tokio::time::Instant>,
     /// One take-over at a time in this instance.
     taking_over: tokio::sync::Mutex<()>,
+    /// One adoption of a session at a time (a take-over, joining again, and a caller that
+    /// needs the session can all come to adopt it).
+    adoptions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// One reading of the rules at a time, so the last notice's reading is the one kept.
     reading_rules: tokio::sync::Mutex<()>,
     /// Set when the relay shuts down: the cluster's tasks end.

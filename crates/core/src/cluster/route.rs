@@ -93,6 +93,7 @@ impl Relay {
     }
 
     /// A session this relay does not have: `Some(mirror)` when another instance runs it,
+    /// `Some(session)` when it is this instance's in the store (adopted from its log now),
     /// `None` when it is (now) this instance's to resume.
     pub(crate) async fn route_elsewhere(
         &self,
@@ -116,6 +117,19 @@ impl Relay {
             }
         };
         if owner == c.id {
+            // This instance's, stored, and not held here: it is taking the session back (it
+            // joined again after losing its lease, and adopts its sessions one by one). It is
+            // adopted from its log now, never resumed as a thread with nothing of it.
+            if self.store().session(id).await?.is_some() {
+                let why = format!(
+                    "instance {} stopped running this session while this turn was running",
+                    c.id
+                );
+                mirror::adopt(self, id, &why).await?;
+                if let Some(h) = self.inner.get(id).filter(|h| !h.remote) {
+                    return Ok(Some(h));
+                }
+            }
             return Ok(None);
         }
         match mirror::load(self, id).await? {

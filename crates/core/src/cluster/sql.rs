@@ -44,8 +44,8 @@ pub(super) async fn register(
 /// registered again by another process with the same id), or its lease already ran out: from
 /// then on any instance may take it over, so its sessions must be stopped even if none has
 /// yet (it joins again under a new epoch).
-pub(super) async fn renew(
-    pool: &PgPool,
+pub(super) async fn renew<'c>(
+    db: impl sqlx::PgExecutor<'c>,
     id: &str,
     epoch: i64,
     lease_ms: i64,
@@ -60,7 +60,7 @@ pub(super) async fn renew(
     .bind(epoch)
     .bind(lease_ms)
     .bind(sessions)
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }

@@ -191,8 +191,14 @@ fn check_told(
                     .iter()
                     .any(|(_, e)| e["ev"]["t"] == "status" && e["ev"]["status"] == "closed");
                 if !closed {
+                    let tail: Vec<String> = log
+                        .iter()
+                        .rev()
+                        .take(3)
+                        .map(|(seq, e)| format!("{seq} {} {}", e["ev"]["t"], e["ev"]["status"]))
+                        .collect();
                     f.violation(format!(
-                        "session {session} was acknowledged closed and its log does not say so"
+                        "session {session} was acknowledged closed and its log does not say so (its last events: {tail:?})"
                     ));
                 }
             }
