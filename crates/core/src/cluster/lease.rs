@@ -245,6 +245,14 @@ pub(crate) async fn take_over_now(relay: &Relay) {
     }
     let _one = c.taking_over.lock().await;
     match sql::take_over(&c.pool, &c.fence.channel, &c.id, c.fence.epoch()).await {
+        Ok(taken) if c.fence.is_lost() => {
+            // The lease was lost while Postgres took the round (it waited for Postgres):
+            // joining again, this instance adopts every session recorded as its own.
+            if !taken.is_empty() {
+                tracing::warn!(instance = %c.id, taken = taken.len(),
+                    "took over instances just as this one lost its lease: their sessions are adopted once it joins again");
+            }
+        }
         Ok(taken) => {
             for (dead, sessions) in taken {
                 tracing::warn!(instance = %c.id, lost = %dead, sessions = sessions.len(),
