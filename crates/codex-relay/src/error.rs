@@ -330,9 +330,9 @@ impl From<RelayError> for Error {
                 Error::new(Phase::Codex, ErrorKind::Start, message)
             }
             // Another instance of the cluster runs the session and did not answer, or failed.
-            RelayError::Owner { .. } | RelayError::Remote { .. } => {
-                Error::new(Phase::Codex, ErrorKind::Start, message)
-            }
+            RelayError::Owner { .. }
+            | RelayError::Unavailable { .. }
+            | RelayError::Remote { .. } => Error::new(Phase::Codex, ErrorKind::Start, message),
             RelayError::Codex(p) => Error::from(p),
             RelayError::Auth(_) | RelayError::NotLoggedIn(_) | RelayError::Forbidden(_) => {
                 Error::new(Phase::Request, ErrorKind::Refused, message)

@@ -32,15 +32,16 @@ impl Relay {
     }
 
     /// Why a request is not open, answering nothing: `AlreadyResolved` (with who resolved
-    /// it, from this relay's broker or, in a cluster, the store) or `UnknownRequest`.
+    /// it) or `UnknownRequest`. In a cluster the store's record comes first: it is what the
+    /// session's log says, written by the instance that ran the session when it ended (this
+    /// instance may remember an ending of its own that does not count, from when it stopped a
+    /// session it had lost); then this relay's broker.
     pub async fn not_open(&self, request_id: &str) -> RelayError {
-        let resolved = match self.inner.broker.resolution(request_id) {
-            Some(r) => Some(r),
-            None => self
-                .stored_request(request_id, false)
-                .await
-                .and_then(|(_, r)| r),
-        };
+        let stored = self
+            .stored_request(request_id, false)
+            .await
+            .and_then(|(_, r)| r);
+        let resolved = stored.or_else(|| self.inner.broker.resolution(request_id));
         match resolved {
             Some(r) => RelayError::AlreadyResolved {
                 id: request_id.to_owned(),

@@ -30,6 +30,7 @@ impl Relay {
     /// `grace` for it to end; past that, stops its Codex process if the session has it to
     /// itself, else closes the session. See [`Stopped`].
     pub async fn stop_turn(&self, id: &str, grace: Duration) -> Result<Stopped, RelayError> {
+        self.check_writable()?;
         let handle = self.session(id).await?;
         let shared = handle.shared.clone();
         if !shared.status().is_running() {

@@ -64,6 +64,10 @@ pub enum RelayError {
         owner: String,
         why: String,
     },
+    /// In a cluster: this instance cannot store what it is asked to do now (it holds no lease,
+    /// or Postgres does not take its writes), or could not confirm that it stored it.
+    #[error("{why}")]
+    Unavailable { instance: String, why: String },
     /// An error the owning instance returned, of a kind that has no fields worth keeping here
     /// (its [`RelayError::code`] and text are kept).
     #[error("{message}")]
@@ -118,6 +122,7 @@ impl RelayError {
             RelayError::Store(_) => "store_unavailable",
             RelayError::CodexCrashLoop { .. } => "codex_crash_loop",
             RelayError::Owner { .. } => "owner_unreachable",
+            RelayError::Unavailable { .. } => "instance_unavailable",
             RelayError::Remote { code, .. } => code,
             RelayError::Rule(r) => match r {
                 crate::rules::RuleError::Invalid { .. } => "invalid_rule",

@@ -128,8 +128,14 @@ impl Follow {
                 }
                 self.read_now = false;
             }
+            // Stopped here after this instance lost its lease: the stream ends (without an
+            // `end`: the session is not closed), and the reader finds it where it runs now.
+            if self.shared.is_frozen() && self.cursor >= self.shared.shown_seq() {
+                self.ended = true;
+                return None;
+            }
             if self.shared.status() == SessionStatus::Closed
-                && self.cursor >= self.shared.last_seq()
+                && self.cursor >= self.shared.shown_seq()
             {
                 self.ended = true;
                 return Some(Ok(Followed::End));

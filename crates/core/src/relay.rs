@@ -119,6 +119,17 @@ impl Relay {
         };
         // One instance of a cluster restores the sessions it runs; the others' are mirrored.
         let own = crate::cluster::join(&relay).await?;
+        if own.is_some() {
+            let weak = Arc::downgrade(&relay.inner);
+            relay.inner.store.on_commit(move |committed| {
+                let Some(inner) = weak.upgrade() else { return };
+                for (session, seq) in committed {
+                    if let Some(h) = inner.get(session) {
+                        h.shared.committed_to(*seq);
+                    }
+                }
+            });
+        }
         crate::recovery::restore(crate::recovery::Inputs {
             store: &relay.inner.store,
             event_buffer: relay.inner.config.event_buffer,
@@ -207,6 +218,10 @@ impl Relay {
         slot: Option<SlotGuard>,
     ) -> (Actor, SessionHandle) {
         shared.attach_feed(self.inner.feed.clone());
+        // In a cluster, readers see what the store committed (session/committed.rs).
+        if self.cluster().is_some() {
+            shared.gate();
+        }
         self.inner.feed.session_created(shared.snapshot());
         let (tx, rx) = mpsc::channel(64);
         let (agent_tx, agent_rx) = mpsc::channel(16);
@@ -250,11 +265,23 @@ impl Relay {
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
         self.check_policy(&opts)?;
+        // In a cluster, an instance that cannot store a session starts none.
+        self.check_writable()?;
         // In a cluster, past this instance's load the session starts on the least loaded one.
         if let Some(placed) = self.place_elsewhere(&opts).await? {
             return Ok(placed);
         }
-        self.create_here(opts).await
+        let epoch = self.cluster_epoch();
+        let created = self
+            .create_here(opts)
+            .await
+            .map_err(|e| self.failed_while(epoch, e))?;
+        // Told to the caller only once the session (and its first message) is stored.
+        match &created.1 {
+            Some(first) => self.acknowledge_turn(&created.0.shared, 0, first).await?,
+            None => self.confirm_stored().await?,
+        }
+        Ok(created)
     }
 
     /// [`Relay::create`] on this instance, whatever its load.
@@ -263,6 +290,7 @@ impl Relay {
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
         self.check_policy(&opts)?;
+        self.check_writable()?;
         // Taken before any work is done; every early return below frees it.
         let mut slot = self.inner.slots.reserve()?;
         let place = self
@@ -350,7 +378,8 @@ impl Relay {
         if id.trim().is_empty() {
             return Err(RelayError::UnknownSession(id.to_owned()));
         }
-        // In a cluster another instance may run it: then it is mirrored here.
+        // In a cluster another instance may run it: then it is mirrored here. Resuming it
+        // here is work this instance must be able to store.
         if let Some(mirror) = self.route_elsewhere(id).await? {
             return Ok(mirror);
         }
@@ -421,6 +450,8 @@ impl Relay {
 
     /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
     pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
+        // In a cluster, an instance that cannot store its work takes none, for any session.
+        self.check_writable()?;
         let handle = self.session(id).await?;
         if handle.remote {
             // Checked and run where the session runs.
@@ -445,23 +476,44 @@ impl Relay {
         // An isolated session whose copy is gone (its run ended) gets a fresh one.
         self.renew_isolated_copy(&handle)?;
         // A restored (dormant) session's actor claims its slot when it is used again.
-        handle.say(input).await
+        let before = handle.shared.last_seq();
+        let epoch = self.cluster_epoch();
+        let said = handle
+            .say(input)
+            .await
+            .map_err(|e| self.failed_while(epoch, e))?;
+        // Told to the caller only once the message is stored.
+        self.acknowledge_turn(&handle.shared, before, &said).await?;
+        Ok(said)
     }
 
     pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {
-        self.known_anywhere(id).await?.interrupt().await
+        self.check_writable()?;
+        let handle = self.known_anywhere(id).await?;
+        if handle.remote {
+            return handle.interrupt().await;
+        }
+        let interrupted = handle.interrupt().await?;
+        self.confirm_stored().await?;
+        Ok(interrupted)
     }
 
     /// Ends a session; `force` does not wait for the running turn to stop.
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
+        self.check_writable()?;
+        let handle = self.known_anywhere(id).await?;
         // The actor frees the session's slot as it closes.
-        let closed = self.known_anywhere(id).await?.close(force).await;
+        let closed = handle.close(force).await;
         self.inner
             .copies
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
-        closed
+        closed?;
+        if !handle.remote {
+            self.confirm_stored().await?;
+        }
+        Ok(())
     }
 
     pub fn status(&self, id: &str) -> Result<SessionSnapshot, RelayError> {
@@ -481,7 +533,7 @@ impl Relay {
             return Ok(events);
         }
         // Older than the in-memory window: the store has them, unless they are still queued.
-        let wanted = (after + limit as u64).min(handle.shared.last_seq());
+        let wanted = (after + limit as u64).min(handle.shared.shown_seq());
         let mut rows = self
             .inner
             .store
@@ -548,6 +600,7 @@ impl Relay {
                 message: format!("a front cannot call itself {by:?}: `rule:` names rules"),
             });
         }
+        self.check_writable()?;
         if self.known_anywhere(session_id).await?.remote {
             return self
                 .respond_remote(session_id, request_id, answer, by)
@@ -556,7 +609,8 @@ impl Relay {
         if self.inner.broker.is_open(session_id, request_id) {
             self.claim_answer(session_id, request_id, by).await?;
         }
-        self.inner
+        let resolution = self
+            .inner
             .broker
             .answer(
                 session_id,
@@ -564,7 +618,10 @@ impl Relay {
                 answer,
                 crate::views::ResolvedBy::Front(by.into()),
             )
-            .await
+            .await?;
+        // The caller hears of the answer once the log has it.
+        self.confirm_stored().await?;
+        Ok(resolution)
     }
 
     /// Open requests (of one session, or all), oldest first: this instance's from its broker,

@@ -100,6 +100,9 @@ impl From<RelayError> for ApiError {
             },
             RelayError::AnswerLink(l) => link_status(l),
             RelayError::Owner { .. } => (StatusCode::SERVICE_UNAVAILABLE, "owner_unreachable"),
+            RelayError::Unavailable { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "instance_unavailable")
+            }
             // An error another instance of the cluster returned: the status its code has here.
             RelayError::Remote { code, .. } => remote(code),
         };
@@ -130,6 +133,7 @@ fn remote(code: &str) -> (StatusCode, &'static str) {
         "codex_crash_loop" => (StatusCode::SERVICE_UNAVAILABLE, "codex_crash_loop"),
         "store_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
         "owner_unreachable" => (StatusCode::SERVICE_UNAVAILABLE, "owner_unreachable"),
+        "instance_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "instance_unavailable"),
         _ => (StatusCode::BAD_GATEWAY, "remote_error"),
     }
 }

@@ -1,4 +1,5 @@
-//! `GET /healthz` (Codex reachable, store writing) and Prometheus `GET /metrics`.
+//! `GET /healthz` (Codex reachable, store writing, in a cluster the lease held) and Prometheus
+//! `GET /metrics`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -75,18 +76,11 @@ pub async fn healthz(State(st): State<AppState>) -> (StatusCode, Json<Health>) {
             },
         },
     };
-    // Bounded: with Postgres away this answers with the checks above, not after the pool's
-    // own timeout.
-    let cluster = match tokio::time::timeout(STORE_PROBE, st.relay.cluster_view()).await {
-        Ok(None) => None,
-        Ok(Some(Ok(view))) => Some(view),
-        Ok(Some(Err(e))) => {
-            tracing::warn!("reading the cluster for /healthz: {e}");
-            None
-        }
-        Err(_) => None,
-    };
-    // An instance that lost its lease runs nothing until it has joined again.
+    // This instance's standing is known without Postgres; the other instances are read
+    // within a bound (with Postgres away, the view says why they are missing).
+    let cluster = st.relay.cluster_view(STORE_PROBE).await;
+    // In a cluster, an instance that holds no lease, cannot confirm it, or whose writes
+    // Postgres does not take, takes no work: a load balancer should send it none.
     let leased = cluster.as_ref().is_none_or(|c| c.leased);
     let ok = codex.ok && store.ok && leased;
     let status = if ok {

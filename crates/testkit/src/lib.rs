@@ -16,8 +16,11 @@
 //! - [`loopback`]: an axum app on an ephemeral loopback port while its guard lives.
 //! - [`tcp_proxy`]: a TCP proxy a test cuts and mends (a network cut to Postgres).
 //! - [`home`]: a throw-away `CODEX_HOME` whose `config.toml` points Codex at that server.
+//! - [`chaos`]: a fault-injection run over three `serve` instances on one private Postgres,
+//!   with an invariant checker over the store and what clients were told.
 
 pub mod addrs;
+pub mod chaos;
 pub mod clients;
 pub mod echo;
 pub mod exec;

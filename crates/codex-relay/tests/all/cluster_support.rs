@@ -10,8 +10,10 @@ use crate::http_support::{Client, Event};
 
 pub const NEWEST: &str = "0.169.0";
 pub const TURN: Duration = Duration::from_secs(90);
-/// The instances' lease in these tests: short, so failover is quick to show.
-pub const LEASE_MS: u64 = 2_000;
+/// The instances' lease in these tests: short, so failover is quick to show, and long enough
+/// that an instance on a loaded machine renews it on time (it stops its sessions when it
+/// cannot confirm it for three quarters of it, and takes no work past half of it).
+pub const LEASE_MS: u64 = 5_000;
 
 /// A schema of its own in the test Postgres, as a store URL; `None` when the Postgres
 /// variants are skipped on purpose (with the reason printed).
@@ -185,4 +187,25 @@ pub fn codex_groups(relay_pid: u32) -> Vec<u32> {
                 == Some(relay_pid)
         })
         .collect()
+}
+
+/// The time (as the log prints it: RFC 3339 in UTC, so such times compare as text) of the
+/// first line of `relay`'s log that contains `needle`.
+pub fn logged_at(relay: &HttpRelay, needle: &str) -> Option<String> {
+    let log = relay.log.lock().unwrap();
+    let line = log.iter().find(|l| l.contains(needle))?;
+    // Without the terminal colours (ESC '[' ... a letter).
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(char::is_ascii_alphabetic);
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+        .split_whitespace()
+        .find(|w| w.contains('T') && w.ends_with('Z'))
+        .map(str::to_owned)
 }

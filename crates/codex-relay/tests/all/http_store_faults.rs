@@ -1,9 +1,9 @@
-//! `codex-relay serve` while its Postgres store is stopped in the middle of a turn (a private
-//! server of this test; the shared test server is never stopped), over the real Codex with the
-//! scripted model: the turn goes on over the API, `/healthz` says the store cannot take writes
-//! and why, `/metrics` shows `codex_relay_store_fault 1`, the session's JSON has `storeFault`,
-//! and once Postgres is back all three are
-//! healthy again. Then Postgres is stopped for good and `serve` is stopped with a turn's events
+//! `codex-relay serve --no-cluster` (a relay alone on its database) while its Postgres store is
+//! stopped in the middle of a turn (a private server of this test; the shared test server is
+//! never stopped), over the real Codex with the scripted model: the turn goes on over the API,
+//! `/healthz` says the store cannot take writes and why, `/metrics` shows
+//! `codex_relay_store_fault 1`, the session's JSON has `storeFault`, and once Postgres is back
+//! all three are healthy again. Then Postgres is stopped for good and `serve` is stopped with a turn's events
 //! still unstored: it exits within its bound instead of hanging on the dead store, says how many
 //! events were not stored, and leaves the note that tells the next start which.
 //!
@@ -75,6 +75,10 @@ async fn health_and_metrics_report_a_stopped_postgres_and_serve_stops_without_ha
     args.extend(bed.args(60_000));
     let db = args.iter().position(|a| a == "--db").unwrap() + 1;
     args[db] = pg.url();
+    // A relay alone on its database (docs/STORE.md, "Faults"): it keeps its sessions running
+    // through the outage. In a cluster, even of one, an instance that cannot confirm its lease
+    // for three quarters of it stops them (docs/CLUSTER.md; cluster_outages.rs).
+    args.push("--no-cluster".into());
     let mut env: Vec<(&str, String)> = ["PATH", "HOME", "TMPDIR"]
         .into_iter()
         .filter_map(|k| Some((k, std::env::var(k).ok()?)))

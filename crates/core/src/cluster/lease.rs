@@ -56,7 +56,10 @@ pub(crate) async fn join(relay: &Relay) -> Result<Option<HashSet<String>>, Relay
         waiting: Default::default(),
         sync: Default::default(),
         monitor: Default::default(),
+        instances_changed: Default::default(),
+        confirmed: std::sync::Mutex::new(tokio::time::Instant::now()),
         taking_over: Default::default(),
+        adoptions: Default::default(),
         reading_rules: Default::default(),
         stop: tokio::sync::watch::channel(false).0,
     });
@@ -110,13 +113,10 @@ pub(crate) async fn start(relay: &Relay) -> Result<(), RelayError> {
 /// lost lease.
 async fn keep(inner: Weak<RelayInner>) {
     let mut rounds: u64 = 0;
-    // The last time Postgres confirmed the lease, on this machine's monotonic clock.
-    let mut confirmed = tokio::time::Instant::now();
-    // Whether other live instances were seen at the last renewal (or at the start).
-    let mut others = match inner.upgrade().and_then(|i| i.cluster.get().cloned()) {
-        Some(c) => !matches!(sql::least_loaded(&c.pool, &c.id).await, Ok(None)),
-        None => return,
-    };
+    // The lease's own connection: renewals neither wait behind the pool's other users nor
+    // inherit its growing back-off while Postgres was away (after a restart the pool took up
+    // to seconds to hand out a connection); made again after any failure.
+    let mut line: Option<sqlx::PgConnection> = None;
     loop {
         let (period, fence, monitor_wake) = {
             let Some(inner) = inner.upgrade() else { return };
@@ -141,43 +141,11 @@ async fn keep(inner: Weak<RelayInner>) {
         }
         rounds += 1;
         if !c.fence.is_lost() {
-            let sessions = relay.local_sessions() as i64;
-            let lease_ms = c.config.lease.as_millis() as i64;
-            let asked = tokio::time::Instant::now();
-            // Never wait past the point where this instance must stop (below).
-            let stop_at = confirmed + c.config.lease * 3 / 4;
-            let wait = (c.config.lease / 4).min(stop_at.saturating_duration_since(asked));
-            let renewed = tokio::time::timeout(
-                wait.max(Duration::from_millis(1)),
-                sql::renew(&c.pool, &c.id, c.fence.epoch(), lease_ms, sessions),
-            )
-            .await;
-            match renewed {
-                Ok(Ok(true)) => {
-                    confirmed = asked;
-                    // Alone, nobody can take this instance over: a store outage is then only a
-                    // store fault (writes kept and retried), not a reason to stop sessions.
-                    others = !matches!(sql::least_loaded(&c.pool, &c.id).await, Ok(None));
-                }
-                Ok(Ok(false)) => c.fence.mark_lost(),
-                Ok(Err(e)) => tracing::warn!(instance = %c.id,
-                    "could not renew the lease (other instances take over once it runs out): {e}"),
-                Err(_) => tracing::warn!(instance = %c.id,
-                    "renewing the lease took over a quarter of it (other instances take over once it runs out)"),
-            }
-            // Others may take this instance over once the lease runs out on Postgres's clock.
-            // Stop before that: an instance that cannot confirm its lease for three quarters
-            // of it stops its sessions (their Codex too) and writes nothing more for them, so
-            // no command runs or answer lands on two instances at once.
-            if others && !c.fence.is_lost() && confirmed.elapsed() >= c.config.lease * 3 / 4 {
-                tracing::error!(instance = %c.id, unconfirmed = ?confirmed.elapsed(),
-                    "could not confirm the lease with Postgres for three quarters of it: stopping this instance's sessions before another takes them over");
-                c.fence.mark_lost();
-            }
+            renew(&relay, &c, &mut line).await;
         }
         if c.fence.is_lost() {
             if rejoin(&relay, &c).await {
-                confirmed = tokio::time::Instant::now();
+                c.confirm(tokio::time::Instant::now());
             }
             continue;
         }
@@ -196,6 +164,75 @@ async fn keep(inner: Weak<RelayInner>) {
     }
 }
 
+/// One renewal of the lease. Others may take this instance over once the lease runs out on
+/// Postgres's clock, so an instance that cannot confirm it for three quarters of it stops its
+/// sessions (their Codex too) and writes nothing more for them, whether or not it knows of
+/// other instances: one may have joined while this one could not hear of it (a network cut
+/// to Postgres lets others in), and no command may run, or answer land, on two instances.
+async fn renew(relay: &Relay, c: &Arc<Cluster>, line: &mut Option<sqlx::PgConnection>) {
+    use sqlx::Connection;
+    let sessions = relay.local_sessions() as i64;
+    let lease_ms = c.config.lease.as_millis() as i64;
+    let asked = tokio::time::Instant::now();
+    // Never wait past the point where this instance must stop (below).
+    let stop_at = c.confirmed_at() + c.config.lease * 3 / 4;
+    let wait = (c.config.lease / 4).min(stop_at.saturating_duration_since(asked));
+    let renewed = tokio::time::timeout(wait.max(Duration::from_millis(1)), async {
+        // A connection that broke since the last renewal (Postgres restarted) is made again
+        // at once, once.
+        let mut fresh = line.is_none();
+        loop {
+            if line.is_none() {
+                *line = Some(sqlx::PgConnection::connect_with(&c.pool.connect_options()).await?);
+            }
+            let conn = line.as_mut().expect("connected above");
+            match sql::renew(&mut *conn, &c.id, c.fence.epoch(), lease_ms, sessions).await {
+                Err(_) if !fresh => {
+                    *line = None;
+                    fresh = true;
+                }
+                done => return done,
+            }
+        }
+    })
+    .await;
+    if !matches!(renewed, Ok(Ok(_))) {
+        // Timed out or failed: the connection may be dead or mid-statement.
+        *line = None;
+    }
+    match renewed {
+        Ok(Ok(true)) => c.confirm(asked),
+        Ok(Ok(false)) => {
+            tracing::error!(instance = %c.id,
+                "the lease ran out before it was renewed, or another instance took this one over");
+            c.fence.mark_lost();
+        }
+        Ok(Err(e)) => tracing::warn!(instance = %c.id,
+            "could not renew the lease (this instance stops its sessions once it has not confirmed it for three quarters of it): {e}"),
+        Err(_) => tracing::warn!(instance = %c.id,
+            "renewing the lease took over a quarter of it (this instance stops its sessions once it has not confirmed it for three quarters of it)"),
+    }
+    let unconfirmed = c.confirmed_at().elapsed();
+    if !c.fence.is_lost() && unconfirmed >= c.config.lease * 3 / 4 {
+        tracing::error!(instance = %c.id, ?unconfirmed,
+            "could not confirm the lease with Postgres for three quarters of it: stopping this instance's sessions before another takes them over");
+        c.fence.mark_lost();
+    }
+}
+
+impl Cluster {
+    /// When Postgres last confirmed the lease.
+    pub(super) fn confirmed_at(&self) -> tokio::time::Instant {
+        *self.confirmed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Postgres confirmed the lease as asked at `at` (the lease runs from no earlier than that).
+    fn confirm(&self, at: tokio::time::Instant) {
+        let mut confirmed = self.confirmed.lock().unwrap_or_else(|e| e.into_inner());
+        *confirmed = (*confirmed).max(at);
+    }
+}
+
 /// Takes over every instance past its lease (or gone) and adopts their sessions here; the
 /// keep loop runs it every round, and a caller whose session's owner holds no lease runs it
 /// at once rather than waiting for the next round.
@@ -208,6 +245,14 @@ pub(crate) async fn take_over_now(relay: &Relay) {
     }
     let _one = c.taking_over.lock().await;
     match sql::take_over(&c.pool, &c.fence.channel, &c.id, c.fence.epoch()).await {
+        Ok(taken) if c.fence.is_lost() => {
+            // The lease was lost while Postgres took the round (it waited for Postgres):
+            // joining again, this instance adopts every session recorded as its own.
+            if !taken.is_empty() {
+                tracing::warn!(instance = %c.id, taken = taken.len(),
+                    "took over instances just as this one lost its lease: their sessions are adopted once it joins again");
+            }
+        }
         Ok(taken) => {
             for (dead, sessions) in taken {
                 tracing::warn!(instance = %c.id, lost = %dead, sessions = sessions.len(),
@@ -274,6 +319,7 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
     match sql::register(&c.pool, &c.id, c.config.url.as_deref(), lease_ms).await {
         Ok(epoch) => {
             c.fence.renew(epoch);
+            c.confirm(tokio::time::Instant::now());
             tracing::warn!(instance = %c.id, epoch, "joined the cluster again, running no sessions");
             // Sessions still recorded as this instance's (nobody took them while it was away)
             // are adopted again, their cut turns closed as after a restart.

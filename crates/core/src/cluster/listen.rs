@@ -118,7 +118,10 @@ fn dispatch(inner: &Weak<RelayInner>, payload: &str) {
                 let _ = tx.send(());
             }
         }
-        (Some("i"), Some(_instance), None) => c.monitor.notify_one(),
+        (Some("i"), Some(_instance), None) => {
+            c.monitor.notify_one();
+            c.instances_changed.notify_waiters();
+        }
         (Some("r"), None, None) => {
             tokio::spawn(reload_rules(relay));
         }

@@ -75,74 +75,159 @@ pub(crate) async fn to_owner_as<T: DeserializeOwned>(
     })
 }
 
+/// How many times a command follows its session to a new owner (each move is a take-over).
+const MOVES: usize = 3;
+
 async fn to_owner(relay: &Relay, session: &str, op: Remote) -> Result<Value, RelayError> {
-    let Some(c) = relay.cluster() else {
+    let Some(c) = relay.cluster().cloned() else {
         return execute(relay, op).await;
     };
-    let Some((owner, live)) = sql::owner_of(&c.pool, session)
-        .await
-        .map_err(db("finding the session's owner"))?
-    else {
-        return Err(RelayError::UnknownSession(session.to_owned()));
-    };
-    if owner == c.id {
-        return execute(relay, op).await;
-    }
-    if !live {
-        // Its owner left or went silent: adopt its sessions now instead of at the next round.
-        let c = c.clone();
-        super::take_over_now(relay).await;
-        if let Ok(Some((now, _))) = sql::owner_of(&c.pool, session).await
-            && now == c.id
-        {
+    let mut op = op;
+    let mut moves = 0;
+    loop {
+        let Some((owner, live)) = sql::owner_of(&c.pool, session)
+            .await
+            .map_err(db("finding the session's owner"))?
+        else {
+            return Err(RelayError::UnknownSession(session.to_owned()));
+        };
+        if owner == c.id {
             return execute(relay, op).await;
         }
-        return Err(RelayError::Owner {
-            session: session.to_owned(),
-            owner,
-            why: format!(
-                "it holds no lease; a live instance adopts its sessions within {:?}, then try again",
-                c.config.lease / 4
-            ),
-        });
+        if !live {
+            // Its owner left or went silent: adopt its sessions now instead of at the next
+            // round, then go where the session is.
+            super::take_over_now(relay).await;
+            let now = sql::owner_of(&c.pool, session).await.ok().flatten();
+            if moves < MOVES
+                && let Some((now, true)) = now
+                    .filter(|(now, _)| *now != owner)
+                    .map(|(now, live)| (now.clone(), live || now == c.id))
+            {
+                tracing::debug!(session, from = %owner, to = %now, "the session moved; following it");
+                moves += 1;
+                continue;
+            }
+            return Err(RelayError::Owner {
+                session: session.to_owned(),
+                owner,
+                why: format!(
+                    "it holds no lease; a live instance adopts its sessions within {:?}, then try again",
+                    c.config.lease / 4
+                ),
+            });
+        }
+        match call(relay, &owner, op).await {
+            Ok(result) => return result,
+            Err(Undelivered::Withdrawn(back)) if moves < MOVES => {
+                // Its owner was taken over before it took the command: nothing was done, and
+                // the command goes where the session runs now.
+                moves += 1;
+                op = back;
+            }
+            Err(Undelivered::Withdrawn(_)) => {
+                return Err(RelayError::Owner {
+                    session: session.to_owned(),
+                    owner,
+                    why: "the session kept moving between instances; try again".into(),
+                });
+            }
+            Err(Undelivered::Unanswered(why)) => {
+                return Err(RelayError::Owner {
+                    session: session.to_owned(),
+                    owner,
+                    why,
+                });
+            }
+        }
     }
-    call(relay, &owner, op)
-        .await
-        .map_err(|why| RelayError::Owner {
-            session: session.to_owned(),
-            owner: owner.clone(),
-            why,
-        })?
 }
 
-/// Sends `op` to instance `target` and waits for its answer: `Err(why)` when none came.
+/// Why a command got no answer from the instance it was sent to.
+pub(crate) enum Undelivered {
+    /// That instance was taken over (or left) before it took the command: the command was
+    /// withdrawn, nothing of it was done, and here it is back.
+    Withdrawn(Remote),
+    /// No answer, for this reason; whether the command was done is not known (see the
+    /// session's log).
+    Unanswered(String),
+}
+
+/// Sends `op` to instance `target` and waits for its answer. While it waits, a target that
+/// holds no lease any more is taken over (by this instance, or seen taken over by another):
+/// a command it had not taken is withdrawn and handed back; one it took and did not answer
+/// is handed back too if doing it again is harmless (an answer: the first one recorded wins;
+/// an interrupt; a close), else it is unanswered, at once rather than after the timeout.
 pub(crate) async fn call(
     relay: &Relay,
     target: &str,
     op: Remote,
-) -> Result<Result<Value, RelayError>, String> {
-    let c = relay.cluster().ok_or("not in a cluster")?.clone();
-    let body = serde_json::to_string(&op).map_err(|e| e.to_string())?;
+) -> Result<Result<Value, RelayError>, Undelivered> {
+    let unanswered = |why: String| Undelivered::Unanswered(why);
+    let c = relay
+        .cluster()
+        .ok_or_else(|| unanswered("not in a cluster".into()))?
+        .clone();
+    let body = serde_json::to_string(&op).map_err(|e| unanswered(e.to_string()))?;
     let id = sql::send_command(&c.pool, &c.fence.channel, target, &body)
         .await
-        .map_err(|e| format!("queueing the command: {e}"))?;
+        .map_err(|e| unanswered(format!("queueing the command: {e}")))?;
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     c.waiting
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(id, tx);
     let deadline = tokio::time::Instant::now() + c.config.command_timeout;
+    let mut op = Some(op);
     let answer = loop {
-        match sql::command_result(&c.pool, id).await {
-            Ok(Some(text)) => break Ok(text),
-            Ok(None) => {}
+        // Registered before the state is read, so a take-over noticed meanwhile wakes this.
+        let changed = c.instances_changed.notified();
+        match sql::command_state(&c.pool, id).await {
+            Ok(Some(state)) if state.result.is_some() => {
+                break Ok(state.result.unwrap_or_default());
+            }
+            Ok(Some(state)) if state.target_gone => {
+                if !state.taken && sql::withdraw_command(&c.pool, id).await.unwrap_or(false) {
+                    break Err(Undelivered::Withdrawn(op.take().expect("handed back once")));
+                }
+                if state.taken
+                    && op.as_ref().is_some_and(Remote::again_is_harmless)
+                    && let Some(back) = op.take()
+                {
+                    break Err(Undelivered::Withdrawn(back));
+                }
+                if state.taken {
+                    break Err(unanswered(
+                        "it stopped running the session (another instance took it over) after it took this command and before it answered; whether it was done shows in the session's log".into(),
+                    ));
+                }
+                // Taken just now, by the instance that registered again under that id: wait.
+            }
+            Ok(Some(state)) if !state.target_leased => {
+                // Past its lease: take it over now rather than at the next round (nothing when
+                // this instance holds no lease itself), then look again at once.
+                super::take_over_now(relay).await;
+                if sql::command_state(&c.pool, id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|s| s.target_gone || s.result.is_some())
+                {
+                    continue;
+                }
+            }
+            Ok(_) => {}
             Err(e) => tracing::debug!(id, "reading a command's answer failed (retrying): {e}"),
         }
         if tokio::time::Instant::now() >= deadline {
-            break Err(format!("no answer within {:?}", c.config.command_timeout));
+            break Err(unanswered(format!(
+                "no answer within {:?}",
+                c.config.command_timeout
+            )));
         }
         tokio::select! {
             _ = &mut rx => {}
+            () = changed => {}
             () = tokio::time::sleep(POLL) => {}
         }
     };
@@ -154,7 +239,20 @@ pub(crate) async fn call(
     match serde_json::from_str::<Outcome>(&text) {
         Ok(Outcome::Ok(v)) => Ok(Ok(v)),
         Ok(Outcome::Err(w)) => Ok(Err(RelayError::from_wire(w))),
-        Err(e) => Err(format!("its answer did not parse: {e}")),
+        Err(e) => Err(unanswered(format!("its answer did not parse: {e}"))),
+    }
+}
+
+impl Remote {
+    /// Whether doing this again where the session runs now is harmless after an instance took
+    /// it and was taken over before it answered: an answer (the first one recorded wins, and
+    /// a request the take-over closed says by whom), an interrupt, a close. Not a message (a
+    /// second turn) or a new session (a second one).
+    fn again_is_harmless(&self) -> bool {
+        match self {
+            Remote::Respond { .. } | Remote::Interrupt { .. } | Remote::Close { .. } => true,
+            Remote::Say { .. } | Remote::Create { .. } => false,
+        }
     }
 }
 
@@ -188,17 +286,35 @@ pub(crate) async fn serve(relay: Relay, id: i64) {
     }
 }
 
-/// The session, if it runs on this instance.
+/// The session, if it runs on this instance. One this instance owns and holds only as a
+/// mirror (it just took it over, or is taking it back) is adopted first, or its adoption
+/// running now is waited for, so the command meets the session as adopted: its log caught
+/// up, its cut turn closed, its requests declined.
 async fn here(relay: &Relay, session: &str) -> Result<crate::session::SessionHandle, RelayError> {
+    let me = relay.instance_id().unwrap_or_default().to_owned();
     let h = relay.session(session).await?;
-    if h.remote {
-        return Err(RelayError::Owner {
-            session: session.to_owned(),
-            owner: relay.instance_id().unwrap_or_default().to_owned(),
-            why: "the session moved to another instance; try again".into(),
-        });
+    if !h.remote {
+        return Ok(h);
     }
-    Ok(h)
+    let ours = match relay.cluster() {
+        Some(c) => sql::owner_of(&c.pool, session)
+            .await
+            .map_err(db("finding the session's owner"))?
+            .is_some_and(|(owner, _)| owner == me),
+        None => false,
+    };
+    if ours {
+        let why = format!("instance {me} stopped running this session while this turn was running");
+        super::mirror::adopt(relay, session, &why).await?;
+        if let Some(h) = relay.inner.get(session).filter(|h| !h.remote) {
+            return Ok(h);
+        }
+    }
+    Err(RelayError::Owner {
+        session: session.to_owned(),
+        owner: me,
+        why: "the session moved to another instance; try again".into(),
+    })
 }
 
 /// Runs a command here, where the session runs. A session that is not this instance's (it
@@ -237,8 +353,12 @@ fn execute(relay: &Relay, op: Remote) -> BoxFuture<'_, Result<Value, RelayError>
             }
             Remote::Create { options } => {
                 let (handle, first) = relay.create_here(*options).await?;
-                // The session's row is committed before the caller mirrors it.
-                relay.store().flush().await?;
+                // The session's row (and its first message) is committed before the caller
+                // mirrors it.
+                match &first {
+                    Some(first) => relay.acknowledge_turn(&handle.shared, 0, first).await?,
+                    None => relay.confirm_stored().await?,
+                }
                 value(serde_json::to_value(Created {
                     session_id: handle.id().to_owned(),
                     first,

@@ -226,6 +226,30 @@ pub(crate) async fn forward(inner: Weak<RelayInner>, id: String, mut rx: mpsc::R
 /// the turns the loss cut closed and the requests it left declined, as a restart would, and
 /// gets an actor (dormant until the next `say`, which resumes the thread here).
 pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), RelayError> {
+    // One at a time per session: a second comer waits for the first and finds it done.
+    let _one = match relay.cluster() {
+        Some(c) => {
+            let lock = c
+                .adoptions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(id.to_owned())
+                .or_default()
+                .clone();
+            Some(lock.lock_owned().await)
+        }
+        None => None,
+    };
+    // Adopted under this epoch, or not at all: an instance that lost its lease would write
+    // nothing of it (joining again, it adopts what it owns then).
+    let Some(epoch) = relay
+        .cluster()
+        .map(|c| c.fence.clone())
+        .filter(|f| !f.is_lost())
+        .map(|f| f.epoch())
+    else {
+        return Ok(());
+    };
     let Some(handle) = load(relay, id).await? else {
         // Not stored: nothing ran long enough to need adopting.
         return Ok(());
@@ -237,7 +261,19 @@ pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), Rela
     let shared = handle.shared.clone();
     shared.own();
     crate::recovery::settle_adopted(relay, &shared, why).await?;
-    relay.spawn_session(shared, None, &[], None);
+    let adopted = relay.spawn_session(shared.clone(), None, &[], None);
+    let fence = relay.cluster().map(|c| c.fence.clone());
+    if fence.is_some_and(|f| f.is_lost() || f.epoch() != epoch) {
+        // The lease was lost meanwhile (a take-over that waited for Postgres finished after
+        // it): what the adoption wrote was dropped, and the instance may have stopped its
+        // sessions before this one was among them. Undone, so that it is adopted again from
+        // its log (when the instance joins again, or when next asked for).
+        shared.detach();
+        relay.inner.forget(id);
+        drop(adopted);
+        tracing::warn!(session = %id, "adopting a session was undone: this instance lost its lease meanwhile");
+        return Ok(());
+    }
     tracing::info!(session = %id, "adopted");
     Ok(())
 }

@@ -9,6 +9,8 @@
 //! - [`listen`]: the notification loop and the catch-up of mirrors.
 //! - [`mirror`]: mirrors of other instances' sessions, and promoting one when it is adopted.
 //! - [`mailbox`]: commands for a session's owner, sent and served.
+//! - [`standing`]: whether this instance can take work now (it holds its lease and Postgres
+//!   takes its writes), and waiting for what it acknowledges to be stored.
 //! - [`sql`]: the queries.
 
 mod answers;
@@ -18,6 +20,7 @@ mod mailbox;
 mod mirror;
 mod route;
 mod sql;
+mod standing;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,6 +36,7 @@ use crate::store::Fence;
 
 pub use lease::default_instance_id;
 pub(crate) use lease::{join, leave, start, stop, take_over_now};
+pub use standing::Standing;
 
 /// How a relay on Postgres takes part in a cluster.
 #[derive(Debug, Clone)]
@@ -85,8 +89,16 @@ pub(crate) struct Cluster {
     pub(crate) sync: mirror::SyncQueue,
     /// Wakes the lease monitor (an instance left or went silent).
     monitor: Notify,
+    /// Wakes every sender waiting for a command's answer when an instance left or was taken
+    /// over (its owner may be gone).
+    instances_changed: Notify,
+    /// When Postgres last confirmed this instance's lease, on this machine's monotonic clock.
+    confirmed: Mutex<tokio::time::Instant>,
     /// One take-over at a time in this instance.
     taking_over: tokio::sync::Mutex<()>,
+    /// One adoption of a session at a time (a take-over, joining again, and a caller that
+    /// needs the session can all come to adopt it).
+    adoptions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// One reading of the rules at a time, so the last notice's reading is the one kept.
     reading_rules: tokio::sync::Mutex<()>,
     /// Set when the relay shuts down: the cluster's tasks end.
@@ -120,9 +132,20 @@ pub struct ClusterView {
     /// This instance.
     pub instance: String,
     pub epoch: i64,
-    /// Whether this instance still holds its lease.
+    /// Whether this instance holds its lease and can take work: it has not lost the lease,
+    /// Postgres confirmed it within half of it, and the store takes its writes (see
+    /// [`Standing`]).
     pub leased: bool,
+    /// Milliseconds since Postgres last confirmed this instance's lease.
+    pub confirmed_ms_ago: u64,
+    /// Why this instance takes no work now, when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// Every instance as the database records them; empty when it could not be read.
     pub instances: Vec<InstanceView>,
+    /// Why the instances could not be read (Postgres out of reach), when they could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One instance in [`ClusterView`].
@@ -150,23 +173,34 @@ impl Relay {
         self.inner.cluster.get()
     }
 
-    /// The cluster as this instance sees it; `None` when the relay is not part of one.
-    pub async fn cluster_view(&self) -> Option<Result<ClusterView, RelayError>> {
+    /// The cluster as this instance sees it, its own standing first (known without Postgres)
+    /// and the instances as the database records them, read within `wait` (with Postgres out
+    /// of reach the view says why they are missing); `None` when the relay is not part of one.
+    pub async fn cluster_view(&self, wait: std::time::Duration) -> Option<ClusterView> {
         let c = self.cluster()?;
-        Some(
-            sql::instances(&c.pool)
-                .await
-                .map(|instances| ClusterView {
-                    instance: c.id.clone(),
-                    epoch: c.fence.epoch(),
-                    leased: !c.fence.is_lost(),
-                    instances,
-                })
-                .map_err(|e| RelayError::Remote {
-                    code: "store_unavailable".into(),
-                    message: format!("reading the cluster's instances: {e}"),
-                }),
-        )
+        let standing = self.cluster_standing()?;
+        let (instances, error) = match tokio::time::timeout(wait, sql::instances(&c.pool)).await {
+            Ok(Ok(instances)) => (instances, None),
+            Ok(Err(e)) => (
+                Vec::new(),
+                Some(format!("reading the cluster's instances: {e}")),
+            ),
+            Err(_) => (
+                Vec::new(),
+                Some(format!(
+                    "reading the cluster's instances: Postgres did not answer within {wait:?}"
+                )),
+            ),
+        };
+        Some(ClusterView {
+            instance: c.id.clone(),
+            epoch: c.fence.epoch(),
+            leased: standing.available(),
+            confirmed_ms_ago: standing.confirmed_ms_ago,
+            unavailable: standing.why_not(&c.id),
+            instances,
+            error,
+        })
     }
 
     /// This instance's id, when the relay is part of a cluster.

@@ -93,6 +93,7 @@ impl Relay {
     }
 
     /// A session this relay does not have: `Some(mirror)` when another instance runs it,
+    /// `Some(session)` when it is this instance's in the store (adopted from its log now),
     /// `None` when it is (now) this instance's to resume.
     pub(crate) async fn route_elsewhere(
         &self,
@@ -101,10 +102,34 @@ impl Relay {
         let Some(c) = self.cluster() else {
             return Ok(None);
         };
-        let owner = sql::claim(&c.pool, id, &c.id)
+        let known = sql::owner_of(&c.pool, id)
             .await
-            .map_err(db("claiming the session"))?;
+            .map_err(db("finding the session's owner"))?;
+        let owner = match known {
+            Some((owner, _)) if owner != c.id => owner,
+            // This instance's to resume (and, for a thread nobody ran, to claim): work it
+            // must be able to store.
+            _ => {
+                self.check_writable()?;
+                sql::claim(&c.pool, id, &c.id)
+                    .await
+                    .map_err(db("claiming the session"))?
+            }
+        };
         if owner == c.id {
+            // This instance's, stored, and not held here: it is taking the session back (it
+            // joined again after losing its lease, and adopts its sessions one by one). It is
+            // adopted from its log now, never resumed as a thread with nothing of it.
+            if self.store().session(id).await?.is_some() {
+                let why = format!(
+                    "instance {} stopped running this session while this turn was running",
+                    c.id
+                );
+                mirror::adopt(self, id, &why).await?;
+                if let Some(h) = self.inner.get(id).filter(|h| !h.remote) {
+                    return Ok(Some(h));
+                }
+            }
             return Ok(None);
         }
         match mirror::load(self, id).await? {
@@ -143,9 +168,21 @@ impl Relay {
         let Some(c) = self.cluster() else {
             return Ok(());
         };
-        let owner = sql::claim(&c.pool, id, &c.id)
+        let owner = sql::claim_fenced(&c.pool, &c.fence, id)
             .await
-            .map_err(db("recording the new session's owner"))?;
+            .map_err(|e| {
+                if crate::store::fence::is_fenced(&e) {
+                    RelayError::Unavailable {
+                        instance: c.id.clone(),
+                        why: format!(
+                            "instance {} lost its lease while it started the session, so it did not keep it: send this to another instance of the cluster, or try again in a moment",
+                            c.id
+                        ),
+                    }
+                } else {
+                    db("recording the new session's owner")(e)
+                }
+            })?;
         if owner != c.id {
             return Err(RelayError::Remote {
                 code: "store_unavailable".into(),
@@ -185,14 +222,18 @@ impl Relay {
         let op = Remote::Create {
             options: Box::new(opts.clone()),
         };
-        let answer =
-            mailbox::call(self, &target, op)
-                .await
-                .map_err(|why| RelayError::Owner {
+        let answer = match mailbox::call(self, &target, op).await {
+            Ok(answer) => answer?,
+            // Taken over before it took the command: nothing was started there; start here.
+            Err(mailbox::Undelivered::Withdrawn(_)) => return Ok(None),
+            Err(mailbox::Undelivered::Unanswered(why)) => {
+                return Err(RelayError::Owner {
                     session: "(new)".into(),
                     owner: target.clone(),
                     why,
-                })??;
+                });
+            }
+        };
         let created: Created = serde_json::from_value(answer).map_err(|e| RelayError::Remote {
             code: "remote_error".into(),
             message: format!("the new session's answer did not parse: {e}"),

@@ -41,9 +41,11 @@ pub(super) async fn register(
 }
 
 /// Renews the lease; false when the instance is no longer live at `epoch` (taken over, or
-/// registered again by another process with the same id).
-pub(super) async fn renew(
-    pool: &PgPool,
+/// registered again by another process with the same id), or its lease already ran out: from
+/// then on any instance may take it over, so its sessions must be stopped even if none has
+/// yet (it joins again under a new epoch).
+pub(super) async fn renew<'c>(
+    db: impl sqlx::PgExecutor<'c>,
     id: &str,
     epoch: i64,
     lease_ms: i64,
@@ -52,13 +54,13 @@ pub(super) async fn renew(
     let done = sqlx::query(
         "UPDATE relay_instances SET renewed_at = now(), \
            lease_until = now() + $3 * interval '1 millisecond', sessions = $4 \
-         WHERE id = $1 AND epoch = $2 AND state = 'live'",
+         WHERE id = $1 AND epoch = $2 AND state = 'live' AND lease_until > now()",
     )
     .bind(id)
     .bind(epoch)
     .bind(lease_ms)
     .bind(sessions)
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }
@@ -163,6 +165,32 @@ pub(super) async fn claim(pool: &PgPool, session: &str, me: &str) -> Result<Stri
         .bind(session)
         .fetch_one(pool)
         .await
+}
+
+/// Makes this instance (`fence`'s) the owner of the new `session`, if it still holds its
+/// lease: checked in the same transaction, under the share lock a take-over waits for, so a
+/// session is never recorded for an instance that lost its lease (it would be adopted with no
+/// log). Returns the owner.
+pub(super) async fn claim_fenced(
+    pool: &PgPool,
+    fence: &crate::store::Fence,
+    session: &str,
+) -> Result<String, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    crate::store::fence::check(&mut tx, fence).await?;
+    sqlx::query(
+        "INSERT INTO relay_owners (session_id, owner) VALUES ($1, $2) ON CONFLICT (session_id) DO NOTHING",
+    )
+    .bind(session)
+    .bind(&fence.instance)
+    .execute(&mut *tx)
+    .await?;
+    let owner = sqlx::query_scalar("SELECT owner FROM relay_owners WHERE session_id = $1")
+        .bind(session)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(owner)
 }
 
 /// Claims every stored session nobody owns (rows from before the cluster, or from a relay that
@@ -347,6 +375,54 @@ pub(super) async fn waiting_commands(pool: &PgPool, me: &str) -> Result<Vec<i64>
     .await
 }
 
+/// Where a command stands, with the instance it was sent to.
+pub(super) struct CommandState {
+    /// Its answer, once there is one.
+    pub result: Option<String>,
+    /// The target took it.
+    pub taken: bool,
+    /// The target is gone (it left, or another instance took it over).
+    pub target_gone: bool,
+    /// The target is live with a lease that has not run out.
+    pub target_leased: bool,
+}
+
+/// Command `id` and its target's lease, in one read.
+pub(super) async fn command_state(
+    pool: &PgPool,
+    id: i64,
+) -> Result<Option<CommandState>, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT c.result, c.taken_at IS NOT NULL AS taken, \
+           COALESCE(i.state <> 'live', true) AS gone, \
+           COALESCE(i.state = 'live' AND i.lease_until > now(), false) AS leased \
+         FROM relay_commands c LEFT JOIN relay_instances i ON i.id = c.target WHERE c.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| CommandState {
+        result: r.get("result"),
+        taken: r.get("taken"),
+        target_gone: r.get("gone"),
+        target_leased: r.get("leased"),
+    }))
+}
+
+/// Withdraws command `id` if its target has not taken it: true when withdrawn (the target
+/// will never take it).
+pub(super) async fn withdraw_command(pool: &PgPool, id: i64) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE relay_commands SET taken_at = now(), done_at = now(), \
+           result = '{\"err\":{\"code\":\"withdrawn\",\"message\":\"withdrawn: its target was taken over before it took it\"}}' \
+         WHERE id = $1 AND taken_at IS NULL",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Stores a command's answer and tells its sender: `d <id>`.
 pub(super) async fn finish_command(
     pool: &PgPool,
@@ -364,16 +440,6 @@ pub(super) async fn finish_command(
     .execute(pool)
     .await?;
     Ok(())
-}
-
-/// A command's answer, once there is one.
-pub(super) async fn command_result(pool: &PgPool, id: i64) -> Result<Option<String>, sqlx::Error> {
-    let result: Option<Option<String>> =
-        sqlx::query_scalar("SELECT result FROM relay_commands WHERE id = $1")
-            .bind(id)
-            .fetch_optional(pool)
-            .await?;
-    Ok(result.flatten())
 }
 
 /// Forgets answered commands older than ten minutes.

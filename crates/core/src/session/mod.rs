@@ -145,12 +145,12 @@ impl SessionHandle {
         let status = self.shared.status();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if self.shared.last_seq() > after_seq || self.shared.status() != status {
+            if self.shared.shown_seq() > after_seq || self.shared.status() != status {
                 return true;
             }
             match tokio::time::timeout_at(deadline, rx.changed()).await {
                 Ok(Ok(())) => continue,
-                Ok(Err(_)) | Err(_) => return self.shared.last_seq() > after_seq,
+                Ok(Err(_)) | Err(_) => return self.shared.shown_seq() > after_seq,
             }
         }
     }

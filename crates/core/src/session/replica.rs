@@ -13,13 +13,19 @@ impl SessionShared {
         (!self.no_writes.load(Ordering::SeqCst)).then_some(&self.store)
     }
 
-    /// Nothing of this session reaches the store from now on (its instance lost its lease).
+    /// Nothing of this session reaches the store, or its readers, from now on (its instance
+    /// lost its lease).
     pub(crate) fn detach(&self) {
         self.no_writes.store(true, Ordering::SeqCst);
+        self.freeze();
     }
 
-    /// This instance runs the session now (it adopted it): its writes go to the store.
+    /// This instance runs the session now (it adopted it): its writes go to the store, and
+    /// its readers, as every reader of a session this instance runs in a cluster, see what the
+    /// store committed (everything the mirror holds is).
     pub(crate) fn own(&self) {
+        self.all_committed(&self.lock());
+        self.gate();
         self.no_writes.store(false, Ordering::SeqCst);
     }
 
@@ -76,7 +82,11 @@ impl SessionShared {
                     }
                 }
                 Ev::TurnStart {} if env.agent.is_none() => s.last_error = None,
-                Ev::RequestOpened { request } => s.pending.push((**request).clone()),
+                // Once: a mirror loaded between the commit of the request's row and that of
+                // this event has it already.
+                Ev::RequestOpened { request } if !s.pending.iter().any(|p| p.id == request.id) => {
+                    s.pending.push((**request).clone())
+                }
                 Ev::RequestResolved { id, .. } => s.pending.retain(|p| &p.id != id),
                 _ => {}
             }
@@ -89,6 +99,7 @@ impl SessionShared {
             }
             shown.push(env);
         }
+        self.all_committed(&s);
         drop(s);
         if let Some(feed) = self.feed.get() {
             for env in &shown {

@@ -68,6 +68,12 @@ pub struct SessionShared {
     /// Nothing goes to the store: a mirror of a session another instance runs, or a session
     /// this instance ran until it lost its lease (see `replica.rs`).
     no_writes: std::sync::atomic::AtomicBool,
+    /// Readers see only what the store committed (see `committed.rs`).
+    gated: std::sync::atomic::AtomicBool,
+    /// The highest seq the store committed.
+    committed: std::sync::atomic::AtomicU64,
+    /// Stopped after its instance lost its lease: nothing more of it is shown.
+    frozen: std::sync::atomic::AtomicBool,
 }
 
 const RAW_IN_MEMORY: usize = 256;
@@ -78,6 +84,7 @@ impl SessionShared {
     pub(crate) fn new(id: String, store: Store, buffer: usize, init: State) -> Arc<Self> {
         let (changed, _) = watch::channel(0);
         let (status, _) = watch::channel(init.status);
+        let stored = init.last_seq;
         Arc::new(Self {
             id,
             state: Mutex::new(init),
@@ -88,6 +95,9 @@ impl SessionShared {
             buffer: buffer.max(16),
             feed: OnceLock::new(),
             no_writes: std::sync::atomic::AtomicBool::new(false),
+            gated: std::sync::atomic::AtomicBool::new(false),
+            committed: std::sync::atomic::AtomicU64::new(stored),
+            frozen: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -210,7 +220,8 @@ impl SessionShared {
         if let Some(store) = self.writer() {
             store.append_events(stored);
         }
-        if let Some(feed) = self.feed.get() {
+        // Gated: the feed is shown each event once it is committed.
+        if let Some(feed) = self.feed.get().filter(|_| !self.is_gated()) {
             envs.iter().for_each(|env| feed.logged(&self.id, env));
         }
     }
@@ -582,7 +593,7 @@ impl SessionShared {
             model: s.model.clone(),
             turn_count: s.turn_count,
             current_turn: s.turn.clone(),
-            last_seq: s.last_seq,
+            last_seq: self.shown_in(&s),
             result: s.result.clone(),
             last_error: s.last_error.clone(),
             usage: s.usage.clone(),
@@ -598,14 +609,22 @@ impl SessionShared {
     /// store must be asked.
     pub fn events_in_memory(&self, after: u64, limit: usize) -> Option<Vec<Arc<Envelope>>> {
         let s = self.lock();
+        let top = self.shown_in(&s);
+        Self::held(&s, after, limit, top)
+    }
+
+    /// The events in memory with `after < seq <= top` (at most `limit`), or `None` when older
+    /// ones were evicted.
+    fn held(s: &State, after: u64, limit: usize, top: u64) -> Option<Vec<Arc<Envelope>>> {
         let first = s.events.front().map(|e| e.seq).unwrap_or(s.last_seq + 1);
-        if after + 1 < first && after < s.last_seq {
+        if after + 1 < first && after < top {
             return None;
         }
         // seq is contiguous, so the position of `after + 1` is known; only pointers are copied
         // under the lock.
         let skip = (after + 1).saturating_sub(first) as usize;
-        Some(s.events.iter().skip(skip).take(limit).cloned().collect())
+        let wanted = top.saturating_sub(after).min(limit as u64) as usize;
+        Some(s.events.iter().skip(skip).take(wanted).cloned().collect())
     }
 
     /// The last raw Codex lines kept in memory.
@@ -665,6 +684,8 @@ impl crate::broker::PendingSink for SessionShared {
 
 #[path = "agents_of.rs"]
 mod agents_of;
+#[path = "committed.rs"]
+mod committed;
 #[path = "replica.rs"]
 mod replica;
 

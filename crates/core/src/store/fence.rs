@@ -2,7 +2,8 @@
 //! every batch first checks, under a share lock on its instance's row, that the instance still
 //! holds its lease at its epoch (a takeover waits for that lock, so a batch either lands before
 //! the takeover or not at all), and tells the other instances on commit which sessions gained
-//! events (`pg_notify`, delivered only if the transaction commits).
+//! events (`pg_notify`, delivered only if the transaction commits), and this instance's
+//! sessions how far the store committed them (they show readers only that).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -80,6 +81,29 @@ impl Fence {
 
     pub(crate) fn count_dropped(&self, n: usize) {
         self.dropped.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Told, after each batch commits, each session of the batch with its last committed seq.
+pub(crate) type CommitHook = Box<dyn Fn(&[(String, u64)]) + Send + Sync>;
+
+/// Tells `hook` (when set) how far the committed `items` took each session.
+pub(crate) fn tell_committed(
+    hook: &std::sync::OnceLock<CommitHook>,
+    items: &[super::writer::Item],
+) {
+    let Some(hook) = hook.get() else { return };
+    let mut last: BTreeMap<&str, u64> = BTreeMap::new();
+    for item in items {
+        if let super::writer::Item::Event(e) = item {
+            let seq = last.entry(e.session_id.as_str()).or_default();
+            *seq = (*seq).max(e.seq.max(0) as u64);
+        }
+    }
+    if !last.is_empty() {
+        let committed: Vec<(String, u64)> =
+            last.into_iter().map(|(s, q)| (s.to_owned(), q)).collect();
+        hook(&committed);
     }
 }
 

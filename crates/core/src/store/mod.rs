@@ -140,6 +140,8 @@ struct Inner {
     at_risk_noted: AtomicBool,
     /// Set when the relay is one instance of a cluster (Postgres only).
     fence: Arc<std::sync::OnceLock<Arc<Fence>>>,
+    /// Told what each committed batch held (see [`Store::on_commit`]).
+    committed: Arc<std::sync::OnceLock<fence::CommitHook>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -196,6 +198,7 @@ impl Store {
         let urgent = Arc::new(tokio::sync::Notify::new());
         let max_batch = i64::try_from(options.max_batch.max(1)).unwrap_or(i64::MAX);
         let fence: Arc<std::sync::OnceLock<Arc<Fence>>> = Arc::default();
+        let committed: Arc<std::sync::OnceLock<fence::CommitHook>> = Arc::default();
         tokio::spawn(writer::run(
             pool.clone(),
             (rx, Arc::clone(&urgent)),
@@ -203,7 +206,7 @@ impl Store {
             stats.clone(),
             spool.clone(),
             Arc::clone(&losses),
-            Arc::clone(&fence),
+            (Arc::clone(&fence), Arc::clone(&committed)),
         ));
         let store = Store {
             inner: Arc::new(Inner {
@@ -221,6 +224,7 @@ impl Store {
                 at_risk: Default::default(),
                 at_risk_noted: AtomicBool::new(false),
                 fence,
+                committed,
             }),
         };
         if !replay.is_empty() {
@@ -246,6 +250,12 @@ impl Store {
     /// set once).
     pub fn set_fence(&self, fence: Arc<Fence>) {
         let _ = self.inner.fence.set(fence);
+    }
+
+    /// Calls `hook` after each batch commits, with each session of the batch and its last
+    /// committed seq (set once; a cluster's sessions show readers only what is committed).
+    pub(crate) fn on_commit(&self, hook: impl Fn(&[(String, u64)]) + Send + Sync + 'static) {
+        let _ = self.inner.committed.set(Box::new(hook));
     }
 
     /// The fence, when this store belongs to one instance of a cluster.

@@ -540,7 +540,7 @@ pub(crate) async fn run(
     stats: std::sync::Arc<super::StoreStats>,
     spool: Option<Arc<super::spool::Spool>>,
     losses: Arc<std::sync::Mutex<Losses>>,
-    fence: Arc<OnceLock<Arc<Fence>>>,
+    (fence, committed): (Arc<OnceLock<Arc<Fence>>>, Arc<OnceLock<fence::CommitHook>>),
 ) {
     // Writes received so far, in the order the spool numbered them.
     let mut received: u64 = 0;
@@ -609,7 +609,10 @@ pub(crate) async fn run(
                 }
             };
             match result {
-                Ok(()) => pruning.pruned(&prune),
+                Ok(()) => {
+                    pruning.pruned(&prune);
+                    fence::tell_committed(&committed, &items);
+                }
                 Err(Failed::Fenced(dropped)) => {
                     if let Some(fence) = fence.get() {
                         if fence.dropped() == 0 {

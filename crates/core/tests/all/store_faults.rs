@@ -106,6 +106,10 @@ async fn turn_on(
     );
     let mut config = env.config.clone();
     config.store = store;
+    // A relay alone on its database (as `--no-cluster`): it keeps its sessions through a fault
+    // of any length. In a cluster, even of one, an instance that cannot confirm its lease for
+    // three quarters of it stops them (docs/CLUSTER.md).
+    config.cluster.enabled = false;
     let relay = Relay::open(config).await.expect("relay opens");
     let id = common::start_read_only(&relay, env.cwd(), "FAULT-ME sleep a little").await;
     common::until(&relay, &id, "the command starts", |s| {
