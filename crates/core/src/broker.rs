@@ -231,13 +231,7 @@ impl Broker {
             .store
             .upsert_pending(record(&view, Some(&resolution)));
         session.ruled(&view, crate::event::request_ruled(&resolution, &view));
-        {
-            let mut st = self.lock();
-            st.resolved.push_back(resolution);
-            while st.resolved.len() > REMEMBERED_RESOLUTIONS {
-                st.resolved.pop_front();
-            }
-        }
+        self.lock().remember(resolution);
         let responder = incoming.responder;
         match (&reply.reason, server.upgrade(), &view.turn) {
             (Some(reason), Some(server), Some(turn)) => {
@@ -290,8 +284,18 @@ impl Broker {
                     message,
                 }
             })?;
-            (st.open.remove(id).expect("present"), reply)
+            let resolution = Resolution {
+                id: id.into(),
+                decision: reply.decision.clone(),
+                by,
+                reason: reply.reason.clone(),
+            };
+            (
+                st.take(id, &resolution).expect("present"),
+                (reply, resolution),
+            )
         };
+        let (reply, resolution) = reply;
         // A denial's reason goes to the model as input to the running turn, ahead of the
         // decline, so the model's next request carries both.
         if let (Some(reason), Some(server), Some(turn)) =
@@ -317,22 +321,19 @@ impl Broker {
         if !responder.respond(reply.result) {
             tracing::warn!(id, "the answer could not be sent: Codex is gone");
         }
-        let resolution = Resolution {
-            id: id.into(),
-            decision: reply.decision,
-            by,
-            reason: reply.reason,
-        };
         self.record_parts(&view, &session, &resolution);
         Ok(resolution)
     }
 
     /// Resolves one request fail-closed (decline / error) if it is still open.
     pub fn fail_closed(&self, id: &str, by: ResolvedBy, why: &str) {
-        let Some(entry) = self.lock().open.remove(id) else {
-            return;
+        let taken = {
+            let mut st = self.lock();
+            st.take_fail_closed(id, by, why)
         };
-        self.finish_fail_closed(entry, by, why);
+        if let Some((entry, resolution)) = taken {
+            self.finish_fail_closed(entry, resolution, why);
+        }
     }
 
     /// Resolves every open request of a session fail-closed.
@@ -351,7 +352,7 @@ impl Broker {
     }
 
     fn fail_where(&self, pick: impl Fn(&PendingView) -> bool, by: ResolvedBy, why: &str) {
-        let entries: Vec<Entry> = {
+        let entries: Vec<(Entry, Resolution)> = {
             let mut st = self.lock();
             let ids: Vec<String> = st
                 .open
@@ -359,19 +360,16 @@ impl Broker {
                 .filter(|(_, e)| pick(&e.view))
                 .map(|(k, _)| k.clone())
                 .collect();
-            ids.iter().filter_map(|id| st.open.remove(id)).collect()
+            ids.iter()
+                .filter_map(|id| st.take_fail_closed(id, by.clone(), why))
+                .collect()
         };
-        for entry in entries {
-            self.finish_fail_closed(entry, by.clone(), why);
+        for (entry, resolution) in entries {
+            self.finish_fail_closed(entry, resolution, why);
         }
     }
 
-    fn finish_fail_closed(&self, entry: Entry, by: ResolvedBy, why: &str) {
-        let decision = if entry.responder.request().fail_closed(why).is_ok() {
-            Decision::Deny
-        } else {
-            Decision::Error
-        };
+    fn finish_fail_closed(&self, entry: Entry, resolution: Resolution, why: &str) {
         let Entry {
             view,
             responder,
@@ -380,24 +378,15 @@ impl Broker {
             ..
         } = entry;
         responder.fail_closed(why);
-        let resolution = Resolution {
-            id: view.id.clone(),
-            decision,
-            by,
-            reason: Some(why.into()),
-        };
         self.record_parts(&view, &session, &resolution);
         drop(server);
     }
 
+    /// Stores the resolution and logs it in the session (the broker already remembers it:
+    /// `State::take`).
     fn record_parts(&self, view: &PendingView, session: &Arc<dyn PendingSink>, r: &Resolution) {
         self.inner.store.upsert_pending(record(view, Some(r)));
         session.remove_pending(&r.id, crate::event::request_resolved(r));
-        let mut st = self.lock();
-        st.resolved.push_back(r.clone());
-        while st.resolved.len() > REMEMBERED_RESOLUTIONS {
-            st.resolved.pop_front();
-        }
     }
 
     /// Open requests, optionally of one session.
@@ -433,7 +422,49 @@ impl Broker {
     /// Remembers a resolution made outside the broker (pending requests found in the store
     /// after a restart), so later answers get `AlreadyResolved`.
     pub(crate) fn remember(&self, r: Resolution) {
-        self.lock().resolved.push_back(r);
+        self.lock().remember(r);
+    }
+}
+
+impl State {
+    /// Takes request `id` out of the open ones and remembers how it ended, in one step: a
+    /// request is always either open or resolved to anyone who looks, even while its answer
+    /// is still on the way to Codex (a late answer gets `AlreadyResolved`, never "unknown").
+    fn take(&mut self, id: &str, resolution: &Resolution) -> Option<Entry> {
+        let entry = self.open.remove(id)?;
+        self.remember(resolution.clone());
+        Some(entry)
+    }
+
+    /// Takes request `id` out, resolved fail-closed: declined, or an error where the request
+    /// has no decline.
+    fn take_fail_closed(
+        &mut self,
+        id: &str,
+        by: ResolvedBy,
+        why: &str,
+    ) -> Option<(Entry, Resolution)> {
+        let entry = self.open.get(id)?;
+        let decision = if entry.responder.request().fail_closed(why).is_ok() {
+            Decision::Deny
+        } else {
+            Decision::Error
+        };
+        let resolution = Resolution {
+            id: id.to_owned(),
+            decision,
+            by,
+            reason: Some(why.into()),
+        };
+        let entry = self.take(id, &resolution)?;
+        Some((entry, resolution))
+    }
+
+    fn remember(&mut self, r: Resolution) {
+        self.resolved.push_back(r);
+        while self.resolved.len() > REMEMBERED_RESOLUTIONS {
+            self.resolved.pop_front();
+        }
     }
 }
 

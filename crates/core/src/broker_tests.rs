@@ -19,6 +19,10 @@ struct Sink {
     opened: Mutex<Vec<String>>,
     resolved: Mutex<Vec<(String, Ev)>>,
     ruled: Mutex<Vec<Ev>>,
+    /// When set, what that broker says of a request at the moment the session is told it was
+    /// resolved: `(still open, its resolution known)`.
+    probe: std::sync::OnceLock<Broker>,
+    seen: Mutex<Vec<(bool, bool)>>,
 }
 
 impl PendingSink for Sink {
@@ -29,6 +33,11 @@ impl PendingSink for Sink {
         self.opened.lock().unwrap().push(view.id);
     }
     fn remove_pending(&self, id: &str, ev: Ev) {
+        if let Some(broker) = self.probe.get() {
+            let open = broker.pending(None).iter().any(|p| p.id == id);
+            let known = broker.resolution(id).is_some();
+            self.seen.lock().unwrap().push((open, known));
+        }
         self.resolved.lock().unwrap().push((id.into(), ev));
     }
     fn rule_context(&self) -> RuleContext {
@@ -328,4 +337,32 @@ async fn a_turns_end_declines_its_requests_and_leaves_the_others() {
         .await
         .unwrap();
     assert_eq!(wire.answer().await, (2, json!({"decision": "accept"})));
+}
+
+#[tokio::test]
+async fn a_request_on_its_way_out_is_open_or_resolved_to_whoever_looks() {
+    // An HTTP answer that lost the race to an MCP answer got 404 "unknown request": between
+    // leaving the open requests and being remembered as resolved, the request was neither.
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(&dir, Duration::from_secs(60)).await;
+    let sink = Arc::new(Sink::default());
+    sink.probe.set(broker.clone()).ok();
+    let dyn_sink: Arc<dyn PendingSink> = sink.clone();
+    let mut wire = Wire::new();
+    let answered = wire.ask("touch raced.txt", "u1").await;
+    let answered = broker.open(&dyn_sink, Weak::new(), answered, None, None);
+    let declined = wire.ask("make", "u1").await;
+    broker.open(&dyn_sink, Weak::new(), declined, None, None);
+    broker
+        .answer("s1", &answered.id, Answer::approve(), mcp())
+        .await
+        .unwrap();
+    broker.fail_turn("s1", "u1", ResolvedBy::TurnEnded, "the turn ended");
+    // At each moment the session heard of an ending, the broker knew the request's fate.
+    assert_eq!(
+        *sink.seen.lock().unwrap(),
+        vec![(false, true), (false, true)]
+    );
+    assert_eq!(wire.answer().await, (1, json!({"decision": "accept"})));
+    assert_eq!(wire.answer().await, (2, json!({"decision": "decline"})));
 }
