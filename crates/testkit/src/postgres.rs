@@ -105,7 +105,8 @@ impl Private {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
-    fn run(&self, tool: &str, args: &[&str]) {
+    /// `tool` from the server's binaries, as the user that owns the server.
+    fn command(&self, tool: &str) -> Command {
         let exe = self.bin.join(tool);
         let mut cmd = if self.as_postgres {
             let mut c = Command::new("runuser");
@@ -114,7 +115,14 @@ impl Private {
         } else {
             Command::new(&exe)
         };
-        let out = cmd.args(args).output().unwrap();
+        // From /: `postgres` cannot enter the test's directory when the clone lives under a
+        // private (0700) parent, and pg_ctl then refuses to start the server.
+        cmd.current_dir("/");
+        cmd
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let out = self.command(tool).args(args).output().unwrap();
         assert!(
             out.status.success(),
             "{tool} {args:?}: {}{}",
@@ -153,17 +161,8 @@ impl Private {
 
 impl Drop for Private {
     fn drop(&mut self) {
-        let exe = self.bin.join("pg_ctl");
         let data = self.data();
         let args = ["-D", data.as_str(), "stop", "-m", "immediate", "-w"];
-        let _ = if self.as_postgres {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(exe)
-                .args(args)
-                .output()
-        } else {
-            Command::new(exe).args(args).output()
-        };
+        let _ = self.command("pg_ctl").args(args).output();
     }
 }
