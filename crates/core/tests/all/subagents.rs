@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::{Backend, Env, assert_contiguous};
+use crate::common::{Backend, Env, assert_contiguous, until_logged};
 use codex_relay_core::{
     Answer, CreateOptions, Decision, Envelope, Ev, ListFilter, PendingView, PermissionMode, Relay,
     SayInput, SessionStatus,
@@ -223,6 +223,13 @@ async fn a_denial_reason_reaches_the_childs_model(version: &'static str) {
         )
         .await
         .unwrap();
+    // The child's reply to the denial, then both idle. (Idle alone is not enough: on a loaded
+    // machine the session once looked idle, with no child turn running, before the child had
+    // made its second model request.)
+    until_logged(&env.relay, &id, "the child's reply to the denial", |e| {
+        matches!(e, Ev::Text { text, .. } if text == "ok, I will not")
+    })
+    .await;
     env.until(&id, "the child to finish", |s| {
         s.status == SessionStatus::Idle && s.agents.iter().all(|a| a.turn.is_none())
     })
