@@ -22,6 +22,7 @@ mod soak;
 mod store;
 mod store_faults;
 mod store_readonly;
+mod store_retention;
 mod subagents;
 mod tools_and_limits;
 mod workspace;
