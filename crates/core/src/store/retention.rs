@@ -22,8 +22,9 @@ pub struct Retention {
     pub every: Duration,
     /// Most rows one statement deletes: each is a short transaction of its own.
     pub batch: usize,
-    /// The pause between two statements, so the writer's commits are never queued behind a
-    /// run of deletes.
+    /// The least pause between two statements, so the writer's commits are never queued
+    /// behind a run of deletes; it is three times what the last statement took when that is
+    /// longer (the pruner holds the database at most a quarter of the time).
     pub pause: Duration,
 }
 
@@ -44,6 +45,56 @@ impl Retention {
     pub fn enabled(&self) -> bool {
         self.max_age.is_some() || self.max_bytes.is_some()
     }
+
+    /// An age as the flags and the environment give it: a whole number and a unit, `s`, `m`,
+    /// `h`, `d` or `w` (`30d`, `12h`); `off` (or `0`) keeps everything.
+    pub fn parse_age(text: &str) -> Result<Option<Duration>, String> {
+        const HINT: &str = "give an age like 30d, 12h or 90m (units s, m, h, d, w), or off";
+        let (n, unit) = number_and_unit(text).map_err(|()| format!("{text:?}: {HINT}"))?;
+        let secs = match unit.as_str() {
+            _ if n == 0 => return Ok(None),
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            "w" => 7 * 86_400,
+            _ => return Err(format!("{text:?}: {HINT}")),
+        };
+        Ok(Some(Duration::from_secs(n.saturating_mul(secs))))
+    }
+
+    /// A size as the flags and the environment give it: a whole number and a unit, `KB`, `MB`,
+    /// `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (of 1024), or bytes without
+    /// one (`20GiB`, `500MB`); `off` (or `0`) sets no limit.
+    pub fn parse_size(text: &str) -> Result<Option<u64>, String> {
+        const HINT: &str = "give a size like 20GiB or 500MB, or off";
+        let (n, unit) = number_and_unit(text).map_err(|()| format!("{text:?}: {HINT}"))?;
+        let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+            _ if n == 0 => return Ok(None),
+            "" | "b" => 1,
+            "kb" => 1000,
+            "mb" => 1000_u64.pow(2),
+            "gb" => 1000_u64.pow(3),
+            "tb" => 1000_u64.pow(4),
+            "kib" => 1 << 10,
+            "mib" => 1 << 20,
+            "gib" => 1 << 30,
+            "tib" => 1 << 40,
+            _ => return Err(format!("{text:?}: {HINT}")),
+        };
+        Ok(Some(n.saturating_mul(scale)))
+    }
+}
+
+/// `30d` → `(30, "d")`; `off` → `(0, "")`.
+fn number_and_unit(text: &str) -> Result<(u64, String), ()> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("off") {
+        return Ok((0, String::new()));
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let n = t[..split].parse().map_err(|_| ())?;
+    Ok((n, t[split..].trim().to_owned()))
 }
 
 /// What one pass deleted, and how long it took.
@@ -104,8 +155,7 @@ pub struct RetentionStats {
 const LIVE: &str =
     "SELECT id FROM sessions WHERE status IN ('active', 'awaiting_approval', 'awaiting_input')";
 
-/// Pauses (or the default) between statements; a statement that met a busy database is
-/// retried after a longer one.
+/// The pause between two statements.
 async fn breathe(pause: Duration) {
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
@@ -164,6 +214,27 @@ impl Store {
                     size.used += (sampled as f64 * 100.0 / pct) as u64;
                 }
                 Ok(size)
+            }
+        }
+    }
+
+    /// The store's size as cheaply as it can be had, for metrics: on SQLite exact; on Postgres
+    /// the bytes on disk, and the bytes in use as the last retention pass measured them
+    /// (`None` before one did: sampling every table is too much for every scrape).
+    pub async fn size_now(&self) -> Result<(u64, Option<u64>), StoreError> {
+        match &self.inner.pool {
+            Pool::Sqlite(_) => self.size().await.map(|s| (s.on_disk, Some(s.used))),
+            Pool::Postgres(p) => {
+                let on_disk: i64 = sqlx::query_scalar(
+                    "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+                     WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace \
+                     AND c.relname IN ('sessions', 'events', 'pending', 'raw_lines', 'notify_outbox', 'answer_links', 'rules', 'push_subscriptions')",
+                )
+                .fetch_one(p)
+                .await
+                .map_err(StoreError::query("measure the store"))?;
+                let used = self.inner.retention.used_bytes.load(Ordering::Relaxed);
+                Ok((on_disk as u64, (used > 0).then_some(used)))
             }
         }
     }
@@ -229,10 +300,12 @@ impl Store {
         let batch = retention.batch.max(1) as i64;
         for table in Table::ALL {
             loop {
+                let t = Instant::now();
                 let deleted = self.prune_batch(table, cutoff, batch).await?;
                 report.batches += 1;
                 *table.count(&mut report) += deleted;
-                breathe(retention.pause).await;
+                // At most a quarter of the database's time goes to pruning.
+                breathe(retention.pause.max(t.elapsed() * 3)).await;
                 if deleted < batch as u64 {
                     break;
                 }
@@ -399,6 +472,35 @@ impl Table {
                  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id) \
                  AND NOT EXISTS (SELECT 1 FROM pending p WHERE p.session_id = s.id AND p.resolution IS NULL) LIMIT $2)"
             ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Retention;
+    use std::time::Duration;
+
+    #[test]
+    fn ages_and_sizes_read_as_written() {
+        let age = Retention::parse_age;
+        assert_eq!(age("30d"), Ok(Some(Duration::from_secs(30 * 86_400))));
+        assert_eq!(age(" 12h "), Ok(Some(Duration::from_secs(12 * 3600))));
+        assert_eq!(age("90m"), Ok(Some(Duration::from_secs(5400))));
+        assert_eq!(age("2w"), Ok(Some(Duration::from_secs(14 * 86_400))));
+        assert_eq!(age("off"), Ok(None));
+        assert_eq!(age("0"), Ok(None));
+        for bad in ["", "30", "d", "1.5d", "30 days", "-1d"] {
+            assert!(age(bad).is_err(), "{bad:?}");
+        }
+        let size = Retention::parse_size;
+        assert_eq!(size("20GiB"), Ok(Some(20 << 30)));
+        assert_eq!(size("500MB"), Ok(Some(500_000_000)));
+        assert_eq!(size("4096"), Ok(Some(4096)));
+        assert_eq!(size("1 kib"), Ok(Some(1024)));
+        assert_eq!(size("OFF"), Ok(None));
+        for bad in ["", "GB", "1.5GB", "10 parsecs"] {
+            assert!(size(bad).is_err(), "{bad:?}");
         }
     }
 }
