@@ -16,6 +16,7 @@ mod login;
 mod pool;
 mod recovery;
 mod restarts;
+mod retention;
 mod rules;
 mod sessions;
 mod soak;
