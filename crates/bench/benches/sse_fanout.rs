@@ -16,7 +16,11 @@
 //! average is printed too: the machine is shared).
 //!
 //! Run: `cargo bench -p codex-relay-bench --bench sse_fanout`. `SSE_RATE` sets the messages per
-//! second each session's turn streams (default 100; 0 = as fast as the fake can).
+//! second each session's turn streams (default 100; 0 = as fast as the fake can),
+//! `SSE_SUBSCRIBERS` the subscribers per session (default 20). Besides the latency from the fake
+//! writing a message, the latency from the log (the envelope's `time`, whole milliseconds, so
+//! at most 1 ms more) to the subscriber is printed, with the subscribers' own CPU (they share
+//! the machine), and the relay's memory per stream.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,7 +37,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_fake-app-server");
 const SESSIONS: usize = 50;
-const SUBSCRIBERS: usize = 20;
+/// Subscribers per session (`SSE_SUBSCRIBERS`, default 20: the bench's load).
+fn subscribers_per_session() -> usize {
+    env_u64("SSE_SUBSCRIBERS", 20) as usize
+}
 const MESSAGES: usize = 200;
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -156,7 +163,7 @@ async fn engine_baseline(rate: u64) -> (f64, f64, f64) {
     let ids = sessions(&relay).await;
     let mut readers = Vec::new();
     for id in &ids {
-        for _ in 0..SUBSCRIBERS {
+        for _ in 0..subscribers_per_session() {
             readers.push(tokio::spawn(engine_reader(relay.clone(), id.clone())));
         }
     }
@@ -254,7 +261,7 @@ async fn relay_side() {
         "sse fan-out: {SESSIONS} sessions x {MESSAGES} messages at {rate}/s each, {} SSE subscribers: \
          {delivered} envelopes delivered in {:.2} s = {:.0} events/s; every subscriber got every \
          event once and in order: {} (missing {}, repeated or out of order {})",
-        SESSIONS * SUBSCRIBERS,
+        SESSIONS * subscribers_per_session(),
         took.as_secs_f64(),
         delivered as f64 / took.as_secs_f64(),
         result["exact"],
@@ -268,6 +275,18 @@ async fn relay_side() {
         p99,
         result["maxMs"].as_f64().unwrap(),
         p99 / 5.0,
+    );
+    println!(
+        "sse latency from the log (the envelope's time, whole ms) to the subscriber: p50 {:.3} ms, p99 {:.3} ms; the subscribers' process used {:.2} s of CPU",
+        result["logP50Ms"].as_f64().unwrap_or(f64::NAN),
+        result["logP99Ms"].as_f64().unwrap_or(f64::NAN),
+        result["clientCpu"].as_f64().unwrap_or(f64::NAN),
+    );
+    let streams = (SESSIONS * subscribers_per_session()) as f64;
+    println!(
+        "sse memory per stream: {:.1} KiB connected and idle, {:.1} KiB after the turns (relay RSS over that with the 50 idle sessions, per stream)",
+        rss_connected.saturating_sub(rss_idle) as f64 / streams,
+        rss_now.saturating_sub(rss_idle) as f64 / streams,
     );
     println!(
         "sse relay: RSS {:.1} MB with 1,000 streams after the turns (peak {:.1} MB; {:.1} MB with 50 idle sessions, {:.1} MB with the streams connected; target < 100 MB: peak is {:.2}x the target); CPU {:.2} s for the turns",
@@ -306,7 +325,7 @@ async fn subscribers() {
     let ready = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for id in &ids {
-        for _ in 0..SUBSCRIBERS {
+        for _ in 0..subscribers_per_session() {
             tasks.push(tokio::spawn(subscribe(
                 addr.clone(),
                 id.clone(),
@@ -318,7 +337,8 @@ async fn subscribers() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("READY");
-    let mut all = Vec::new();
+    let (mut all, mut from_log) = (Vec::new(), Vec::new());
+    let cpu0 = cpu_seconds();
     let (mut delivered, mut missing, mut disorder) = (0, 0, 0);
     for t in tasks {
         let seen = tokio::time::timeout(Duration::from_secs(300), t)
@@ -329,13 +349,19 @@ async fn subscribers() {
         missing += seen.missing;
         disorder += seen.disorder;
         all.extend(seen.latencies);
+        from_log.extend(seen.from_log);
     }
     all.sort_unstable();
-    let exact = missing == 0 && disorder == 0 && all.len() == ids.len() * SUBSCRIBERS * MESSAGES;
+    from_log.sort_unstable();
+    let exact = missing == 0
+        && disorder == 0
+        && all.len() == ids.len() * subscribers_per_session() * MESSAGES;
     println!(
         "{}",
         json!({"delivered": delivered, "missing": missing, "disorder": disorder, "exact": exact,
             "samples": all.len(), "p50Ms": pct(&all, 0.5), "p99Ms": pct(&all, 0.99),
-            "maxMs": *all.last().unwrap_or(&0) as f64 / 1e6})
+            "maxMs": *all.last().unwrap_or(&0) as f64 / 1e6,
+            "logP50Ms": pct(&from_log, 0.5), "logP99Ms": pct(&from_log, 0.99),
+            "clientCpu": cpu_seconds() - cpu0})
     );
 }

@@ -45,14 +45,16 @@ pub fn number_after(s: &str, key: &str) -> Option<u128> {
     rest[..end].parse().ok()
 }
 
-/// What one subscriber saw: envelopes, gaps, repeats/reorders, and the latency (ns) of each
-/// agent text `t=<unix nanos>`.
+/// What one subscriber saw: envelopes, gaps, repeats/reorders, the latency (ns) of each agent
+/// text `t=<unix nanos>` (from the fake app-server writing it), and from the log (ns, from
+/// the envelope's `time`, when it was logged: whole milliseconds, so up to 1 ms more).
 #[derive(Default)]
 pub struct Seen {
     pub envelopes: u64,
     pub missing: u64,
     pub disorder: u64,
     pub latencies: Vec<u64>,
+    pub from_log: Vec<u64>,
 }
 
 fn now_ns() -> u128 {
@@ -107,7 +109,12 @@ pub async fn read_envelopes(r: &mut BufReader<TcpStream>, texts: usize) -> Seen 
             if data.contains("\"t\":\"text\"")
                 && let Some(t) = number_after(data, "\"text\":\"t=")
             {
-                seen.latencies.push(now_ns().saturating_sub(t) as u64);
+                let now = now_ns();
+                seen.latencies.push(now.saturating_sub(t) as u64);
+                if let Some(logged) = number_after(data, "\"time\":") {
+                    seen.from_log
+                        .push(now.saturating_sub(logged * 1_000_000) as u64);
+                }
             }
         }
     }

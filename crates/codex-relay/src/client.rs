@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use codex_relay_codex::{AppServer, AppServerConfig};
 use codex_relay_core::login::LoginRefresh;
+use codex_relay_core::store::Retention;
 use codex_relay_core::{CreateOptions, Relay, RelayConfig};
 
 use crate::credentials::{AuthConfig, AuthSource};
@@ -38,6 +39,9 @@ pub struct ClientBuilder {
     env: Vec<(OsString, Option<OsString>)>,
     auth: Option<AuthSource>,
     login_refresh: LoginRefresh,
+    retention: Retention,
+    /// A retention variable that could not be read: [`ClientBuilder::relay_config`] says so.
+    retention_error: Option<String>,
 }
 
 impl Default for ClientBuilder {
@@ -55,6 +59,8 @@ impl Default for ClientBuilder {
             env: Vec::new(),
             auth: None,
             login_refresh: LoginRefresh::Auto,
+            retention: Retention::default(),
+            retention_error: None,
         }
     }
 }
@@ -108,7 +114,34 @@ impl ClientBuilder {
         {
             b.login_refresh = mode;
         }
+        b.retention_from_env();
         b
+    }
+
+    /// `CODEX_RELAY_RETENTION` (an age) and `CODEX_RELAY_RETENTION_SIZE` (a size), as the
+    /// binary reads them.
+    fn retention_from_env(&mut self) {
+        let read = |key: &str| std::env::var(key).ok().filter(|v| !v.trim().is_empty());
+        if let Some(v) = read("CODEX_RELAY_RETENTION") {
+            match Retention::parse_age(&v) {
+                Ok(age) => self.retention.max_age = age,
+                Err(e) => self.retention_error = Some(format!("CODEX_RELAY_RETENTION={e}")),
+            }
+        }
+        if let Some(v) = read("CODEX_RELAY_RETENTION_SIZE") {
+            match Retention::parse_size(&v) {
+                Ok(size) => self.retention.max_bytes = size,
+                Err(e) => self.retention_error = Some(format!("CODEX_RELAY_RETENTION_SIZE={e}")),
+            }
+        }
+    }
+
+    /// How long (and up to what size) the store keeps events, resolved requests and sent
+    /// notifications (docs/STORE.md, "Retention"). Default: everything, for good.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self.retention_error = None;
+        self
     }
 
     /// Who refreshes the ChatGPT login of CODEX_HOME when no other credentials are given
@@ -331,7 +364,11 @@ impl ClientBuilder {
                 ))
             })?;
         }
+        if let Some(e) = &self.retention_error {
+            return Err(Error::setup(e.clone()));
+        }
         let mut config = RelayConfig::new(codex, self.store_target());
+        config.store_options.retention = self.retention.clone();
         config.approval_timeout = self.approval_timeout;
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;
@@ -417,6 +454,27 @@ impl Client {
     /// pending requests, listing).
     pub fn relay(&self) -> &Relay {
         &self.relay
+    }
+
+    /// Writes session `id`'s whole history to `out` as JSON lines, page by page: a `session`
+    /// line, one `event` line per logged event, one `request` line per request with its
+    /// resolution (docs/STORE.md, "Retention": keep it before the store prunes it; the HTTP
+    /// front serves the same at `GET /api/sessions/{id}/export`).
+    pub async fn export(
+        &self,
+        id: &str,
+        out: &mut (impl tokio::io::AsyncWrite + Unpin),
+    ) -> Result<(), Error> {
+        use tokio::io::AsyncWriteExt;
+        let mut export = self.relay.export(id).await?;
+        while let Some(chunk) = export.next_chunk().await {
+            out.write_all(chunk?.as_bytes())
+                .await
+                .map_err(|e| Error::setup(format!("writing the export of {id}: {e}")))?;
+        }
+        out.flush()
+            .await
+            .map_err(|e| Error::setup(format!("writing the export of {id}: {e}")))
     }
 
     /// Opens a new session (a new Codex thread) with `options`; no turn runs yet.

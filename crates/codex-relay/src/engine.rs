@@ -48,6 +48,15 @@ pub struct EngineArgs {
     /// replace the rules an earlier file gave; rules made in the UI or over the API stay.
     #[arg(long, env = "CODEX_RELAY_RULES", value_name = "FILE")]
     pub rules: Option<PathBuf>,
+    /// How long the store keeps events, resolved approvals, sent notifications and closed
+    /// sessions: an age like `30d`, `12h` or `90m`, or `off` (the default: everything, for
+    /// good). Pruned in the background (docs/STORE.md, "Retention").
+    #[arg(long, value_name = "AGE", env = "CODEX_RELAY_RETENTION", value_parser = parse_age)]
+    pub retention: Option<Duration>,
+    /// Past this size (e.g. `20GiB`, `500MB`) the oldest events go first until the store is at
+    /// 90 % of it; `off` (the default) sets no limit.
+    #[arg(long, value_name = "SIZE", env = "CODEX_RELAY_RETENTION_SIZE", value_parser = parse_size)]
+    pub retention_size: Option<u64>,
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,
     #[command(flatten)]
@@ -76,6 +85,11 @@ impl EngineArgs {
         if let Some(db) = &self.db {
             b = b.store(db);
         }
+        b = b.retention(codex_relay::Retention {
+            max_age: self.retention.filter(|d| !d.is_zero()),
+            max_bytes: self.retention_size.filter(|n| *n > 0),
+            ..Default::default()
+        });
         self.auth.apply(b)
     }
 
@@ -119,6 +133,8 @@ impl EngineArgs {
             max_sessions = config.max_sessions,
             event_buffer = config.event_buffer,
             sessions_per_codex = config.sessions_per_codex,
+            retention = ?config.store_options.retention.max_age,
+            retention_bytes = ?config.store_options.retention.max_bytes,
             credentials = %auth,
             start_policy = %crate::policy_args::PolicyArgs::describe(&config.policy),
             instance = config.cluster.instance_id.as_deref().unwrap_or("(random)"),
@@ -130,7 +146,16 @@ impl EngineArgs {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
+/// An age, `off` as zero (clap keeps `Option<Option<_>>` for flags with optional values).
+fn parse_age(text: &str) -> Result<Duration, String> {
+    codex_relay::Retention::parse_age(text).map(Option::unwrap_or_default)
+}
+
+/// A size, `off` as zero.
+fn parse_size(text: &str) -> Result<u64, String> {
+    codex_relay::Retention::parse_size(text).map(Option::unwrap_or_default)
+}
+
 /// A Postgres password given with `--db` is refused, as `--token` is: a command line is
 /// readable by every process of the machine (`/proc/<pid>/cmdline`), the commands Codex runs
 /// included, and with the database a command could write an answer to its own approval.
@@ -165,6 +190,7 @@ fn postgres_password(url: &str) -> bool {
     in_user_info || in_query
 }
 
+/// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = match signal(SignalKind::terminate()) {

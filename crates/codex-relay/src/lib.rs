@@ -110,6 +110,7 @@ mod tool;
 
 pub use approval::{Approval, ApprovalDecision, ApprovalKind, ApprovalRequest};
 pub use client::{Client, ClientBuilder};
+pub use codex_relay_core::store::Retention;
 pub use codex_relay_core::{Reach, Stopped};
 pub use error::{Error, ErrorKind, Phase, phase_of_error_info};
 pub use options::{DEFAULT_INTERRUPT_GRACE, SandboxMode, SessionOptions};

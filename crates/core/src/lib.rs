@@ -35,6 +35,7 @@ mod deadlines;
 pub mod discovery;
 pub mod error;
 pub mod event;
+pub mod export;
 pub mod feed;
 pub mod follow;
 mod ids;

@@ -215,6 +215,33 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         "Times the store's write queue reached its bound and reading from Codex paused",
         stats.pauses(),
     );
+    // The store's size (docs/STORE.md, "Retention"); a store that cannot say leaves it out.
+    if let Ok((on_disk, used)) = st.relay.store().size_now().await {
+        let mut by_measure = BTreeMap::from([("disk".to_owned(), on_disk as i64)]);
+        if let Some(used) = used {
+            by_measure.insert("used".to_owned(), used as i64);
+        }
+        gauge_family(
+            &mut registry,
+            "store_bytes",
+            "The store's size: on disk, and in use (SQLite: pages holding data; Postgres: as the last retention pass estimated it)",
+            "measure",
+            by_measure,
+        );
+    }
+    let retention = st.relay.store().retention_stats();
+    counter(
+        &mut registry,
+        "retention_pruned_rows",
+        "Rows retention deleted (events, raw lines, resolved requests, sent notifications, spent links, closed sessions)",
+        retention.rows.load(Ordering::Relaxed),
+    );
+    counter(
+        &mut registry,
+        "retention_pruned_events",
+        "Events retention deleted",
+        retention.events.load(Ordering::Relaxed),
+    );
     // Notifications by state (the outbox); a store that cannot say leaves them out.
     if let Ok(counts) = st.relay.store().outbox_counts().await {
         let mut by_state: BTreeMap<String, i64> = ["pending", "delivered", "skipped", "failed"]

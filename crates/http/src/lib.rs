@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod body_deadline;
 pub mod error;
+pub mod export;
 pub mod frames;
 pub mod gate;
 pub mod health;
@@ -92,6 +93,7 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         .route("/api/sessions/{id}/interrupt", post(sessions::interrupt))
         .route("/api/sessions/{id}/events", get(sessions::events))
         .route("/api/sessions/{id}/stream", get(sse::stream))
+        .route("/api/sessions/{id}/export", get(export::export))
         .route("/api/stream", get(relay_stream::stream))
         .route("/api/codex/permission/respond", post(permission::respond))
         .route("/api/codex/permission/pending", get(permission::pending))

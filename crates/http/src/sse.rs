@@ -95,7 +95,7 @@ pub async fn stream(
         tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let pump = Pump {
-        stop: st.opts.stop.clone(),
+        stop: Box::pin(st.opts.stop.clone().cancelled_owned()),
         frames: st.frames.session(&id),
         follow,
         keep_alive,
@@ -140,8 +140,9 @@ pub fn sse_response(body: Body) -> Response {
 
 /// One subscriber's position in a session's log, and its frames.
 struct Pump {
-    /// The server stops: the stream ends.
-    stop: tokio_util::sync::CancellationToken,
+    /// The server stops: the stream ends. Made once: a fresh `cancelled()` on every chunk
+    /// registered and removed a waiter in the token every stream shares.
+    stop: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     follow: Follow,
     keep_alive: tokio::time::Interval,
     frames: std::sync::Arc<crate::frames::SessionFrames>,
@@ -153,7 +154,7 @@ impl Pump {
     /// else, once something happens, a delta, a keep-alive or the end. `None` ends the stream.
     async fn next_chunk(&mut self) -> Option<Bytes> {
         let next = tokio::select! {
-            _ = self.stop.cancelled() => return None,
+            _ = self.stop.as_mut() => return None,
             next = self.follow.next() => next?,
             _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
         };

@@ -29,6 +29,7 @@ mod http_abuse;
 mod http_answer_links;
 mod http_api;
 mod http_race;
+mod http_retention;
 mod http_rules;
 mod http_security;
 mod http_store_faults;

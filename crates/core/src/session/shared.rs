@@ -604,9 +604,11 @@ impl SessionShared {
         }
         // seq is contiguous, so the position of `after + 1` is known; only pointers are copied
         // under the lock.
-        let skip = (after + 1).saturating_sub(first) as usize;
+        let skip = ((after + 1).saturating_sub(first) as usize).min(s.events.len());
         let wanted = top.saturating_sub(after).min(limit as u64) as usize;
-        Some(s.events.iter().skip(skip).take(wanted).cloned().collect())
+        // A range is found in O(1) (`skip` walked the ring from its front on every read).
+        let end = skip.saturating_add(wanted).min(s.events.len());
+        Some(s.events.range(skip..end).cloned().collect())
     }
 
     /// The last raw Codex lines kept in memory.

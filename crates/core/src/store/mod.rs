@@ -19,6 +19,7 @@ mod open;
 mod postgres;
 mod probe;
 mod records;
+mod retention;
 mod spool;
 mod sqlite;
 mod sqlite_batch;
@@ -38,6 +39,7 @@ pub use health::{StoreFault, StoreHealth};
 pub use lost::{LossNote, LostEvents};
 pub use probe::{ProbeReport, SpoolReport, probe};
 pub use records::*;
+pub use retention::{PruneReport, Retention, RetentionStats, StoreSize};
 pub use stats::StoreStats;
 pub use tables::{AnswerLinkRecord, OutboxRecord, PushSubscriptionRecord, RuleRecord};
 
@@ -72,6 +74,8 @@ pub struct StoreOptions {
     /// A deliberately slow store, for benchmarks and fault tests: each commit waits this long.
     #[doc(hidden)]
     pub commit_delay: std::time::Duration,
+    /// What is kept and for how long; the default keeps everything.
+    pub retention: Retention,
 }
 
 impl Default for StoreOptions {
@@ -84,6 +88,7 @@ impl Default for StoreOptions {
             max_queued_bytes: 8 << 20,
             loss_notes: None,
             commit_delay: std::time::Duration::ZERO,
+            retention: Retention::default(),
         }
     }
 }
@@ -142,6 +147,8 @@ struct Inner {
     fence: Arc<std::sync::OnceLock<Arc<Fence>>>,
     /// Told what each committed batch held (see [`Store::on_commit`]).
     committed: Arc<std::sync::OnceLock<fence::CommitHook>>,
+    /// The background pruner's totals.
+    retention: Arc<RetentionStats>,
 }
 
 impl std::fmt::Debug for Store {
@@ -199,6 +206,7 @@ impl Store {
         let max_batch = i64::try_from(options.max_batch.max(1)).unwrap_or(i64::MAX);
         let fence: Arc<std::sync::OnceLock<Arc<Fence>>> = Arc::default();
         let committed: Arc<std::sync::OnceLock<fence::CommitHook>> = Arc::default();
+        let retention = options.retention.clone();
         tokio::spawn(writer::run(
             pool.clone(),
             (rx, Arc::clone(&urgent)),
@@ -225,6 +233,7 @@ impl Store {
                 at_risk_noted: AtomicBool::new(false),
                 fence,
                 committed,
+                retention: Arc::default(),
             }),
         };
         if !replay.is_empty() {
@@ -235,6 +244,7 @@ impl Store {
             }
             store.flush().await?;
         }
+        store.start_retention(retention, Arc::clone(&store.inner.retention));
         Ok(store)
     }
 

@@ -66,6 +66,16 @@ impl Env {
         backend: Backend,
         approval_timeout: Duration,
     ) -> Option<Env> {
+        Self::start_with(version, backend, approval_timeout, |_| {}).await
+    }
+
+    /// [`Env::start`] with the relay's settings changed by `tweak` before it opens.
+    pub async fn start_with(
+        version: &'static str,
+        backend: Backend,
+        approval_timeout: Duration,
+        tweak: impl FnOnce(&mut RelayConfig),
+    ) -> Option<Env> {
         init_tracing();
         let model = ModelServer::start().await;
         let home = CodexHome::new(model.url());
@@ -79,6 +89,7 @@ impl Env {
         // config (a restart, or after a crash) is the same instance, and resumes its sessions
         // at once.
         config.cluster.instance_id = Some(format!("test-{}", rand_suffix()));
+        tweak(&mut config);
         let relay = Relay::open(config.clone()).await.expect("relay opens");
         Some(Env {
             model,

@@ -10,22 +10,22 @@ use codex_relay_core::store::{
 use sqlx::Connection;
 
 #[derive(Clone, Copy, Debug)]
-enum Backend {
+pub(crate) enum Backend {
     Sqlite,
     Postgres,
 }
 
 /// Where one scenario keeps its data: a fresh SQLite file, or a fresh Postgres schema.
-struct Fixture {
-    backend: Backend,
-    target: String,
+pub(crate) struct Fixture {
+    pub(crate) backend: Backend,
+    pub(crate) target: String,
     /// Postgres: the base URL and the schema to drop afterwards.
     pg: Option<(String, String)>,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl Fixture {
-    async fn new(backend: Backend, name: &str) -> Option<Fixture> {
+    pub(crate) async fn new(backend: Backend, name: &str) -> Option<Fixture> {
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
@@ -101,7 +101,7 @@ impl Fixture {
     }
 
     /// Runs SQL on the store's database behind its back.
-    async fn exec(&self, sql: &str) {
+    pub(crate) async fn exec(&self, sql: &str) {
         let sql = sqlx::AssertSqlSafe(sql.to_owned());
         match self.backend {
             Backend::Sqlite => {
@@ -147,7 +147,7 @@ impl Drop for Fixture {
     }
 }
 
-fn session(id: &str, updated_at: i64, status: &str) -> SessionRecord {
+pub(crate) fn session(id: &str, updated_at: i64, status: &str) -> SessionRecord {
     SessionRecord {
         id: id.into(),
         thread_id: format!("thread-{id}"),
@@ -173,7 +173,12 @@ fn event(session_id: &str, seq: i64) -> StoredEvent {
     }
 }
 
-fn pending(id: &str, session_id: &str, created_at: i64, resolution: Option<&str>) -> PendingRecord {
+pub(crate) fn pending(
+    id: &str,
+    session_id: &str,
+    created_at: i64,
+    resolution: Option<&str>,
+) -> PendingRecord {
     PendingRecord {
         id: id.into(),
         session_id: session_id.into(),
@@ -616,24 +621,26 @@ async fn sqlite_in_memory() {
     store.close().await.unwrap();
 }
 
+/// Each scenario as a test on SQLite and one on Postgres (`mod sqlite`, `mod postgres`).
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let fx = super::Fixture::new(super::Backend::Sqlite, stringify!($name)).await.unwrap();
+                let fx = $crate::store::Fixture::new($crate::store::Backend::Sqlite, stringify!($name)).await.unwrap();
                 super::$name(&fx).await;
             })*
         }
         mod postgres {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let Some(fx) = super::Fixture::new(super::Backend::Postgres, stringify!($name)).await else { return };
+                let Some(fx) = $crate::store::Fixture::new($crate::store::Backend::Postgres, stringify!($name)).await else { return };
                 super::$name(&fx).await;
             })*
         }
     };
 }
+pub(crate) use scenarios;
 
 scenarios!(
     round_trip,
