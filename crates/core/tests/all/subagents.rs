@@ -226,9 +226,12 @@ async fn a_denial_reason_reaches_the_childs_model(version: &'static str) {
     // The child's reply to the denial, then both idle. (Idle alone is not enough: on a loaded
     // machine the session once looked idle, with no child turn running, before the child had
     // made its second model request.)
-    until_logged(&env.relay, &id, "the child's reply to the denial", |e| {
-        matches!(e, Ev::Text { text, .. } if text == "ok, I will not")
-    })
+    until_logged(
+        &env.relay,
+        &id,
+        "the child's reply to the denial",
+        |e| matches!(e, Ev::Text { text, .. } if text == "ok, I will not"),
+    )
     .await;
     env.until(&id, "the child to finish", |s| {
         s.status == SessionStatus::Idle && s.agents.iter().all(|a| a.turn.is_none())
