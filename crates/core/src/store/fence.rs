@@ -112,17 +112,24 @@ pub(crate) fn is_fenced(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Configuration(inner) if inner.is::<Fenced>())
 }
 
-/// The first statement of a batch: the instance must still be live at its epoch. The share
-/// lock holds off a takeover until the batch commits.
-pub(crate) async fn check(conn: &mut PgConnection, fence: &Fence) -> Result<(), sqlx::Error> {
-    if fence.is_lost() {
+/// The first statement of a batch: the instance must still be live at `epoch`, the one its
+/// writes were queued under (a batch kept through a Postgres outage must not land under the
+/// epoch the instance joined again with: by then another log of its sessions may have been
+/// written after what was committed). The share lock holds off a takeover until the batch
+/// commits.
+pub(crate) async fn check(
+    conn: &mut PgConnection,
+    fence: &Fence,
+    epoch: i64,
+) -> Result<(), sqlx::Error> {
+    if fence.is_lost() || fence.epoch() != epoch {
         return Err(sqlx::Error::Configuration(Box::new(Fenced)));
     }
     let live: Option<i64> = sqlx::query_scalar(
         "SELECT epoch FROM relay_instances WHERE id = $1 AND epoch = $2 AND state = 'live' FOR SHARE",
     )
     .bind(&fence.instance)
-    .bind(fence.epoch())
+    .bind(epoch)
     .fetch_optional(&mut *conn)
     .await?;
     if live.is_none() {

@@ -21,6 +21,7 @@ mod sessions;
 mod soak;
 mod store;
 mod store_faults;
+mod store_fence;
 mod store_readonly;
 mod subagents;
 mod tools_and_limits;
