@@ -33,7 +33,7 @@ use sqlx::{PgPool, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::StoreError;
-pub use fence::{Fence, Fenced};
+pub use fence::{Diverged, Fence, Fenced};
 pub use health::{StoreFault, StoreHealth};
 pub use lost::{LossNote, LostEvents};
 pub use probe::{ProbeReport, SpoolReport, probe};

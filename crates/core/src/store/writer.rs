@@ -260,7 +260,7 @@ async fn commit(
             async {
                 let mut tx = sqlx::Connection::begin($conn).await?;
                 fence::check(&mut tx, $fence, $epoch).await?;
-                postgres::insert_events(&mut tx, &g.events).await?;
+                fence::insert_events(&mut tx, &g.events).await?;
                 postgres::insert_raw(&mut tx, &g.raw).await?;
                 shared_writes!(tx, g, prune, keep);
                 fence::notify(&mut tx, $fence, &g.events).await?;
