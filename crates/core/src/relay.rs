@@ -282,8 +282,11 @@ impl Relay {
             .map_err(|e| self.failed_while(epoch, e))?;
         // Told to the caller only once the session (and its first message) is stored.
         match &created.1 {
-            Some(first) => self.acknowledge_turn(&created.0.shared, 0, first).await?,
-            None => self.confirm_stored().await?,
+            Some(first) => {
+                self.acknowledge_turn(&created.0.shared, 0, first, epoch)
+                    .await?
+            }
+            None => self.confirm_stored(epoch).await?,
         }
         Ok(created)
     }
@@ -487,7 +490,8 @@ impl Relay {
             .await
             .map_err(|e| self.failed_while(epoch, e))?;
         // Told to the caller only once the message is stored.
-        self.acknowledge_turn(&handle.shared, before, &said).await?;
+        self.acknowledge_turn(&handle.shared, before, &said, epoch)
+            .await?;
         Ok(said)
     }
 
@@ -497,8 +501,9 @@ impl Relay {
         if handle.remote {
             return handle.interrupt().await;
         }
+        let epoch = self.cluster_epoch();
         let interrupted = handle.interrupt().await?;
-        self.confirm_stored().await?;
+        self.confirm_stored(epoch).await?;
         Ok(interrupted)
     }
 
@@ -506,6 +511,8 @@ impl Relay {
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
         self.check_writable()?;
         let handle = self.known_anywhere(id).await?;
+        // What the close writes is acknowledged only as stored under this epoch.
+        let epoch = self.cluster_epoch();
         // The actor frees the session's slot as it closes.
         let closed = handle.close(force).await;
         self.inner
@@ -515,7 +522,7 @@ impl Relay {
             .remove(id);
         closed?;
         if !handle.remote {
-            self.confirm_stored().await?;
+            self.confirm_stored(epoch).await?;
         }
         Ok(())
     }
@@ -554,6 +561,7 @@ impl Relay {
                 .respond_remote(session_id, request_id, answer, by)
                 .await;
         }
+        let epoch = self.cluster_epoch();
         if self.inner.broker.is_open(session_id, request_id) {
             self.claim_answer(session_id, request_id, by).await?;
         }
@@ -568,7 +576,7 @@ impl Relay {
             )
             .await?;
         // The caller hears of the answer once the log has it.
-        self.confirm_stored().await?;
+        self.confirm_stored(epoch).await?;
         Ok(resolution)
     }
 

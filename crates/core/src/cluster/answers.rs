@@ -37,7 +37,7 @@ impl Relay {
             .begin()
             .await
             .map_err(|e| unavailable("recording the answer", e))?;
-        fence::check(&mut tx, &c.fence)
+        fence::check(&mut tx, &c.fence, c.fence.epoch())
             .await
             .map_err(|e| unavailable("recording the answer", e))?;
         let first: Option<String> = sqlx::query_scalar(

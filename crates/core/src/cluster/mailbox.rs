@@ -352,12 +352,17 @@ fn execute(relay: &Relay, op: Remote) -> BoxFuture<'_, Result<Value, RelayError>
                 ))
             }
             Remote::Create { options } => {
+                let epoch = relay.cluster_epoch();
                 let (handle, first) = relay.create_here(*options).await?;
                 // The session's row (and its first message) is committed before the caller
                 // mirrors it.
                 match &first {
-                    Some(first) => relay.acknowledge_turn(&handle.shared, 0, first).await?,
-                    None => relay.confirm_stored().await?,
+                    Some(first) => {
+                        relay
+                            .acknowledge_turn(&handle.shared, 0, first, epoch)
+                            .await?
+                    }
+                    None => relay.confirm_stored(epoch).await?,
                 }
                 value(serde_json::to_value(Created {
                     session_id: handle.id().to_owned(),

@@ -177,7 +177,7 @@ pub(super) async fn claim_fenced(
     session: &str,
 ) -> Result<String, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    crate::store::fence::check(&mut tx, fence).await?;
+    crate::store::fence::check(&mut tx, fence, fence.epoch()).await?;
     sqlx::query(
         "INSERT INTO relay_owners (session_id, owner) VALUES ($1, $2) ON CONFLICT (session_id) DO NOTHING",
     )

@@ -3,7 +3,8 @@
 //! holds its lease at its epoch (a takeover waits for that lock, so a batch either lands before
 //! the takeover or not at all), and tells the other instances on commit which sessions gained
 //! events (`pg_notify`, delivered only if the transaction commits), and this instance's
-//! sessions how far the store committed them (they show readers only that).
+//! sessions how far the store committed them (they show readers only that). An event whose
+//! seq the stored log gives another event fails its batch rather than being taken for stored.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -107,22 +108,75 @@ pub(crate) fn tell_committed(
     }
 }
 
+/// The error a batch gets when the stored log of a session has another event under a seq it
+/// writes: what this instance holds is not that session's log, and must not be taken for
+/// committed (shown to readers, or acknowledged to a client).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the stored log of session {session} has another event at seq {seq} (committed by another instance, or an earlier epoch of this one): this instance's event is not stored"
+)]
+pub struct Diverged {
+    pub session: String,
+    pub seq: i64,
+}
+
+/// Inserts a fenced batch's events. An event already stored as it is (a batch retried after
+/// its commit went through unseen) is no fault; another event under its seq is [`Diverged`]
+/// (`ON CONFLICT DO NOTHING` alone would let the batch commit as if it were stored).
+pub(crate) async fn insert_events(
+    conn: &mut PgConnection,
+    events: &[&StoredEvent],
+) -> Result<(), sqlx::Error> {
+    let inserted = super::postgres::insert_events(conn, events).await?;
+    if inserted == events.len() as u64 {
+        return Ok(());
+    }
+    let sessions: Vec<&str> = events.iter().map(|e| e.session_id.as_str()).collect();
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    let jsons: Vec<&str> = events.iter().map(|e| e.json.as_str()).collect();
+    let other: Option<(String, i64)> = sqlx::query_as(
+        "SELECT e.session_id, e.seq FROM events e \
+         JOIN UNNEST($1::text[], $2::int8[], $3::text[]) AS t(s, q, j) \
+           ON e.session_id = t.s AND e.seq = t.q \
+         WHERE e.json <> t.j ORDER BY e.session_id, e.seq LIMIT 1",
+    )
+    .bind(sessions)
+    .bind(seqs)
+    .bind(jsons)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match other {
+        Some((session, seq)) => Err(sqlx::Error::Configuration(Box::new(Diverged {
+            session,
+            seq,
+        }))),
+        None => Ok(()),
+    }
+}
+
 /// Whether a write error is the fence refusing the batch.
 pub(crate) fn is_fenced(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Configuration(inner) if inner.is::<Fenced>())
 }
 
-/// The first statement of a batch: the instance must still be live at its epoch. The share
-/// lock holds off a takeover until the batch commits.
-pub(crate) async fn check(conn: &mut PgConnection, fence: &Fence) -> Result<(), sqlx::Error> {
-    if fence.is_lost() {
+/// The first statement of a batch: the instance must still be live at `epoch`, the one its
+/// writes were queued under (a batch kept through a Postgres outage must not land under the
+/// epoch the instance joined again with: by then another log of its sessions may have been
+/// written after what was committed). The share lock holds off a takeover until the batch
+/// commits.
+pub(crate) async fn check(
+    conn: &mut PgConnection,
+    fence: &Fence,
+    epoch: i64,
+) -> Result<(), sqlx::Error> {
+    if fence.is_lost() || fence.epoch() != epoch {
         return Err(sqlx::Error::Configuration(Box::new(Fenced)));
     }
     let live: Option<i64> = sqlx::query_scalar(
         "SELECT epoch FROM relay_instances WHERE id = $1 AND epoch = $2 AND state = 'live' FOR SHARE",
     )
     .bind(&fence.instance)
-    .bind(fence.epoch())
+    .bind(epoch)
     .fetch_optional(&mut *conn)
     .await?;
     if live.is_none() {

@@ -34,7 +34,7 @@ use sqlx::{PgPool, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::StoreError;
-pub use fence::{Fence, Fenced};
+pub use fence::{Diverged, Fence, Fenced};
 pub use health::{StoreFault, StoreHealth};
 pub use lost::{LossNote, LostEvents};
 pub use probe::{ProbeReport, SpoolReport, probe};
@@ -240,7 +240,7 @@ impl Store {
             // Writes the last run queued but did not commit (it died in the linger window).
             tracing::info!(writes = replay.len(), "replaying spooled writes");
             for item in replay {
-                store.send(Op::Write(item));
+                store.send(Op::Write(item, None));
             }
             store.flush().await?;
         }
@@ -307,7 +307,7 @@ impl Store {
     fn enqueue(&self, items: Vec<Item>) {
         match &self.inner.spool {
             Some(spool) if !self.inner.ops.is_closed() => {
-                match spool.append_all(items, |item| self.send(Op::Write(item))) {
+                match spool.append_all(items, |item| self.send(Op::Write(item, self.epoch()))) {
                     Some(refused) => self.note_at_risk(refused),
                     None if self.inner.at_risk_noted.load(Ordering::Relaxed) => {
                         self.settle_at_risk(spool)
@@ -317,13 +317,19 @@ impl Store {
             }
             _ => items
                 .into_iter()
-                .for_each(|item| self.send(Op::Write(item))),
+                .for_each(|item| self.send(Op::Write(item, self.epoch()))),
         }
+    }
+
+    /// The epoch a write queued now belongs to (in a cluster): it lands under that epoch or
+    /// not at all, even if the instance joined again under another one before it committed.
+    fn epoch(&self) -> Option<i64> {
+        self.inner.fence.get().map(|f| f.epoch())
     }
 
     fn send(&self, op: Op) {
         // A full batch's worth queued: the writer stops lingering (writes alone never wake it).
-        let full = matches!(&op, Op::Write(item)
+        let full = matches!(&op, Op::Write(item, _)
             if self.inner.stats.enqueued(item.weight()) >= self.inner.max_batch);
         if self.inner.ops.send(op).is_err()
             && !self.inner.dropped_logged.swap(true, Ordering::Relaxed)

@@ -66,24 +66,27 @@ pub(crate) async fn open(url: &str) -> Result<PgPool, StoreError> {
 }
 
 /// Inserts events; an existing `(session_id, seq)` is left as it is (`ON CONFLICT DO NOTHING`).
+/// Returns how many were inserted.
 pub(crate) async fn insert_events(
     conn: &mut PgConnection,
     events: &[&StoredEvent],
-) -> Result<(), sqlx::Error> {
+) -> Result<u64, sqlx::Error> {
+    let mut inserted = 0;
     for chunk in events.chunks(MAX_ROWS) {
         let session_ids: Vec<&str> = chunk.iter().map(|e| e.session_id.as_str()).collect();
         let seqs: Vec<i64> = chunk.iter().map(|e| e.seq).collect();
         let times: Vec<i64> = chunk.iter().map(|e| e.time).collect();
         let jsons: Vec<&str> = chunk.iter().map(|e| e.json.as_str()).collect();
-        sqlx::query(INSERT_EVENTS)
+        inserted += sqlx::query(INSERT_EVENTS)
             .bind(session_ids)
             .bind(seqs)
             .bind(times)
             .bind(jsons)
             .execute(&mut *conn)
-            .await?;
+            .await?
+            .rows_affected();
     }
-    Ok(())
+    Ok(inserted)
 }
 
 /// Appends raw lines, in order.

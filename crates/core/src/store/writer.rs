@@ -37,7 +37,10 @@ impl Item {
 
 /// What the [`Store`](super::Store) sends the writer.
 pub(crate) enum Op {
-    Write(Item),
+    /// A write, with the epoch of the cluster instance that queued it (`None` outside a
+    /// cluster, or before the store joined one): a batch holds writes of one epoch, and
+    /// commits only while the instance is live at it.
+    Write(Item, Option<i64>),
     /// Answer once everything queued before it is committed.
     Flush(oneshot::Sender<Result<(), StoreError>>),
     /// Commit what is queued, answer, and stop.
@@ -216,7 +219,7 @@ async fn commit(
     prune: &[String],
     keep: i64,
     acquire_wait: Duration,
-    fence: Option<&Fence>,
+    fence: Option<(&Fence, i64)>,
 ) -> Result<(), sqlx::Error> {
     let g = Grouped::new(items);
     macro_rules! on {
@@ -253,11 +256,11 @@ async fn commit(
     // One instance of a cluster: the batch lands only while the instance holds its lease, and
     // the others hear of it on commit.
     macro_rules! fenced {
-        ($conn:expr, $fence:expr) => {
+        ($conn:expr, $fence:expr, $epoch:expr) => {
             async {
                 let mut tx = sqlx::Connection::begin($conn).await?;
-                fence::check(&mut tx, $fence).await?;
-                postgres::insert_events(&mut tx, &g.events).await?;
+                fence::check(&mut tx, $fence, $epoch).await?;
+                fence::insert_events(&mut tx, &g.events).await?;
                 postgres::insert_raw(&mut tx, &g.raw).await?;
                 shared_writes!(tx, g, prune, keep);
                 fence::notify(&mut tx, $fence, &g.events).await?;
@@ -275,7 +278,7 @@ async fn commit(
         Pool::Postgres(pool) => {
             let mut checked = None;
             let result = match fence {
-                Some(fence) => on!(pool, checked, |conn| fenced!(conn, fence)),
+                Some((fence, epoch)) => on!(pool, checked, |conn| fenced!(conn, fence, epoch)),
                 None => on!(pool, checked, |conn| per_table!(conn, postgres)),
             };
             // Back to the pool after the batch.
@@ -354,7 +357,7 @@ async fn commit_batch(
     prune: &[String],
     keep: i64,
     stats: &super::StoreStats,
-    fence: Option<&Fence>,
+    fence: Option<(&Fence, i64)>,
 ) -> Result<(), Failed> {
     let mut delay = RETRY_FIRST;
     let error = loop {
@@ -557,14 +560,30 @@ pub(crate) async fn run(
     let mut flush_waiters = Vec::new();
     let mut close_waiters = Vec::new();
     let mut held = Held::default();
-    while let Some(op) = rx.recv().await {
+    // The epoch of the writes in `items` (they all have one), and a write of another epoch
+    // that ended the batch: it starts the next one.
+    let mut epoch: Option<i64> = None;
+    let mut carried: Option<Op> = None;
+    loop {
+        let op = match carried.take() {
+            Some(op) => op,
+            None => match rx.recv().await {
+                Some(op) => op,
+                None => break,
+            },
+        };
         let linger_until = tokio::time::Instant::now() + options.linger;
         let mut next = Some(op);
         loop {
             while let Some(op) = next.take() {
                 match op {
-                    Op::Write(item) => {
+                    Op::Write(item, of) if !items.is_empty() && of != epoch => {
+                        carried = Some(Op::Write(item, of));
+                        break;
+                    }
+                    Op::Write(item, of) => {
                         received += 1;
+                        epoch = of;
                         items.push(item);
                     }
                     Op::Flush(tx) => flush_waiters.push(tx),
@@ -577,6 +596,9 @@ pub(crate) async fn run(
                 if items.len() < cap {
                     next = rx.try_recv().ok();
                 }
+            }
+            if carried.is_some() {
+                break;
             }
             // Nothing more queued yet: wait a little for the rest of the burst, unless the batch
             // is full or someone waits for it. The wait is a sleep, not a receive, so writes
@@ -604,7 +626,10 @@ pub(crate) async fn run(
                 // Closing on a database that just failed: the rest is not tried again.
                 Some(why) => Err(Failed::GaveUp(sqlx::Error::Protocol(why.clone()))),
                 None => {
-                    let fence = fence.get().map(Arc::as_ref);
+                    // Writes queued before the store joined the cluster belong to its epoch.
+                    let fence = fence
+                        .get()
+                        .map(|f| (f.as_ref(), epoch.unwrap_or_else(|| f.epoch())));
                     commit_batch(&pool, &mut held, &items, &prune, keep, &stats, fence).await
                 }
             };

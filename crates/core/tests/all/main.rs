@@ -22,6 +22,7 @@ mod sessions;
 mod soak;
 mod store;
 mod store_faults;
+mod store_fence;
 mod store_readonly;
 mod store_retention;
 mod subagents;
