@@ -15,7 +15,7 @@
 //! Needs Postgres: `CODEX_RELAY_TEST_POSTGRES` (a schema of its own is made and left behind
 //! for inspection). Run: `cargo bench -p codex-relay-bench --bench cluster`.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use codex_relay_bench::sse::{Seen, connect, read_envelopes};
 use codex_relay_codex::AppServerConfig;
@@ -41,24 +41,6 @@ fn pct(sorted: &[u64], p: f64) -> f64 {
         return f64::NAN;
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize] as f64 / 1e6
-}
-
-async fn fresh_schema(base: &str, name: &str) -> String {
-    let pool = sqlx::PgPool::connect(base).await.expect("Postgres");
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    let schema = format!("bench_{name}_{}_{nanos}", std::process::id());
-    // The name is made here of letters, digits and underscores.
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&pool)
-        .await
-        .expect("create schema");
-    pool.close().await;
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-c%20search_path%3D{schema}")
 }
 
 /// An instance: the engine and the HTTP front on a loopback port.
@@ -228,7 +210,7 @@ fn main() {
         .unwrap();
     rt.block_on(async move {
         println!("load average before: {} (2 cores, shared)", codex_relay_bench::load_average());
-        let one_db = fresh_schema(&base, "one").await;
+        let one_db = codex_relay_bench::fresh_schema(&base, "one").await;
         let one = vec![instance(&one_db, "solo", rate).await];
         let alone = round(&one).await;
         report("one instance", &alone);
@@ -237,7 +219,7 @@ fn main() {
         }
         drop(one);
 
-        let three_db = fresh_schema(&base, "three").await;
+        let three_db = codex_relay_bench::fresh_schema(&base, "three").await;
         let mut three = Vec::new();
         for id in ["A", "B", "C"] {
             three.push(instance(&three_db, id, rate).await);

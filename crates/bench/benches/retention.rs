@@ -217,24 +217,6 @@ async fn run(name: &str, target: &str, events: i64) {
     store.close().await.unwrap();
 }
 
-async fn fresh_schema(base: &str) -> String {
-    let pool = sqlx::PgPool::connect(base).await.expect("Postgres");
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    // The name is made here of letters, digits and underscores.
-    let schema = format!("bench_retention_{}_{nanos}", std::process::id());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&pool)
-        .await
-        .expect("create schema");
-    pool.close().await;
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-c%20search_path%3D{schema}")
-}
-
 #[tokio::main]
 async fn main() {
     let events: i64 = std::env::var("RETENTION_EVENTS")
@@ -250,7 +232,14 @@ async fn main() {
     )
     .await;
     match std::env::var("CODEX_RELAY_TEST_POSTGRES") {
-        Ok(base) => run("postgres", &fresh_schema(&base).await, events).await,
+        Ok(base) => {
+            run(
+                "postgres",
+                &codex_relay_bench::fresh_schema(&base, "retention").await,
+                events,
+            )
+            .await
+        }
         Err(_) => println!("postgres: skipped (set CODEX_RELAY_TEST_POSTGRES)"),
     }
 }

@@ -12,3 +12,23 @@ pub fn load_average() -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// A schema of its own in the Postgres at `base` (named `bench_<name>_<pid>_<nanos>`), and the
+/// URL that makes it the search path: a bench's tables never meet another run's.
+pub async fn fresh_schema(base: &str, name: &str) -> String {
+    let pool = sqlx::PgPool::connect(base).await.expect("Postgres");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    // The name is made here of letters, digits and underscores.
+    let schema = format!("bench_{name}_{}_{nanos}", std::process::id());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&pool)
+        .await
+        .expect("create schema");
+    pool.close().await;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options=-c%20search_path%3D{schema}")
+}
