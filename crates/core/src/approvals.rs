@@ -274,24 +274,33 @@ impl Relay {
             .check(&self.inner.store, request_id, token)
             .await?;
         self.open_request(request_id, &row.session_id)?;
-        if !self.inner.links.consume(&self.inner.store, token).await? {
-            return Err(LinkError::Used);
-        }
-        self.inner
-            .broker
-            .answer(
-                &row.session_id,
-                request_id,
-                answer,
-                ResolvedBy::Front(ANSWER_LINK.into()),
-            )
+        // Through the door like any answer: carried to the session's owner in a cluster. The
+        // request takes one answer, so the link is marked used once its answer was taken; an
+        // answer that was not taken (the owner unreachable, the store down) leaves it usable.
+        let by = ResolvedBy::Front(ANSWER_LINK.into());
+        let resolution = self
+            .answer_request(&row.session_id, request_id, answer, by)
             .await
             .map_err(|e| match e {
                 RelayError::AlreadyResolved { decision, by, .. } => {
                     LinkError::AlreadyAnswered { decision, by }
                 }
-                _ => LinkError::Gone,
-            })
+                RelayError::UnknownRequest { .. } | RelayError::UnknownSession(_) => {
+                    LinkError::Gone
+                }
+                RelayError::InvalidAnswer { .. } => LinkError::Invalid,
+                other => LinkError::NotTaken(other.to_string()),
+            })?;
+        match self.inner.links.consume(&self.inner.store, token).await {
+            Ok(true) => {}
+            // Used by a racing post whose answer lost to this one: the request is answered.
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                request = %request_id,
+                "an answer link answered but could not be marked used (its request is answered, so it answers nothing more): {e}"
+            ),
+        }
+        Ok(resolution)
     }
 
     /// Forgets answer links that expired over a day ago (their requests are long resolved).

@@ -33,6 +33,7 @@ pub mod control;
 pub mod crash_loop;
 mod deadlines;
 pub mod discovery;
+mod door;
 pub mod error;
 pub mod event;
 pub mod feed;

@@ -36,6 +36,10 @@ pub enum LinkError {
     Gone,
     #[error("the store cannot check this link: {0}")]
     Store(String),
+    /// The answer could not be given now (the session's owner unreachable, the store down);
+    /// the link was not used and still works.
+    #[error("the answer was not taken ({0}); the link still works: try again in a moment")]
+    NotTaken(String),
 }
 
 impl From<LinkError> for RelayError {

@@ -9,7 +9,7 @@ use codex_relay_codex::AppServer;
 use codex_relay_protocol::v2::ThreadStartParams;
 use tokio::sync::mpsc;
 
-use crate::broker::{Broker, PendingView, Resolution};
+use crate::broker::{Broker, PendingView};
 use crate::error::RelayError;
 use crate::event::Envelope;
 use crate::pool::{CodexProcessView, Pool};
@@ -584,44 +584,6 @@ impl Relay {
     /// Long-poll: waits until the session needs attention (see [`SessionHandle::wait_attention`]).
     pub async fn wait_attention(&self, id: &str, timeout: Duration) -> Result<bool, RelayError> {
         Ok(self.known_anywhere(id).await?.wait_attention(timeout).await)
-    }
-
-    /// Answers a pending request; the first answer wins.
-    pub async fn respond(
-        &self,
-        session_id: &str,
-        request_id: &str,
-        answer: crate::answer::Answer,
-        by: &str,
-    ) -> Result<Resolution, RelayError> {
-        if by.starts_with(crate::views::RULE_PREFIX) {
-            return Err(RelayError::InvalidAnswer {
-                id: request_id.to_owned(),
-                message: format!("a front cannot call itself {by:?}: `rule:` names rules"),
-            });
-        }
-        self.check_writable()?;
-        if self.known_anywhere(session_id).await?.remote {
-            return self
-                .respond_remote(session_id, request_id, answer, by)
-                .await;
-        }
-        if self.inner.broker.is_open(session_id, request_id) {
-            self.claim_answer(session_id, request_id, by).await?;
-        }
-        let resolution = self
-            .inner
-            .broker
-            .answer(
-                session_id,
-                request_id,
-                answer,
-                crate::views::ResolvedBy::Front(by.into()),
-            )
-            .await?;
-        // The caller hears of the answer once the log has it.
-        self.confirm_stored().await?;
-        Ok(resolution)
     }
 
     /// Open requests (of one session, or all), oldest first: this instance's from its broker,

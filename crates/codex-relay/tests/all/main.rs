@@ -17,6 +17,7 @@ mod cluster;
 mod cluster_chaos;
 mod cluster_faults;
 mod cluster_knobs;
+mod cluster_links;
 mod cluster_outages;
 mod cluster_rules;
 mod codex_faults;
