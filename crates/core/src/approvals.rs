@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::answer::Answer;
 use crate::broker::{PendingView, Resolution};
+use crate::decider::Decider;
 use crate::error::RelayError;
 use crate::ids::now_ms;
 use crate::links::LinkError;
@@ -13,10 +14,6 @@ use crate::pending::PendingDetails;
 use crate::relay::Relay;
 use crate::rules::{Action, Compiled, Rule, RuleError, RuleSpec, Rules, Source};
 use crate::store::{RuleRecord, Store};
-use crate::views::ResolvedBy;
-
-/// Who answered through an answer link.
-pub const ANSWER_LINK: &str = "answer-link";
 
 fn record(rule: &Rule) -> RuleRecord {
     RuleRecord {
@@ -277,9 +274,9 @@ impl Relay {
         // Through the door like any answer: carried to the session's owner in a cluster. The
         // request takes one answer, so the link is marked used once its answer was taken; an
         // answer that was not taken (the owner unreachable, the store down) leaves it usable.
-        let by = ResolvedBy::Front(ANSWER_LINK.into());
+        let by = Decider::AnswerLink;
         let resolution = self
-            .answer_request(&row.session_id, request_id, answer, by)
+            .decide(&row.session_id, request_id, answer, by)
             .await
             .map_err(|e| match e {
                 RelayError::AlreadyResolved { decision, by, .. } => {

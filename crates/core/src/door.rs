@@ -1,53 +1,54 @@
-//! The one door every answer to a pending request goes through: it finds the request where it
-//! lives (this instance's broker, or, in a cluster, the session's owner), records the answer
-//! under the owner's fence, and hands it to the broker.
+//! The one door every answer to a pending request goes through, with its typed decider: it
+//! finds the request where it lives (this instance's broker, or, in a cluster, the session's
+//! owner), records the answer under the owner's fence, and hands it to the broker, whose
+//! `settle` ends every request (answers, rules, deadlines, the relay failing closed).
 
 use crate::answer::Answer;
 use crate::broker::Resolution;
+use crate::decider::Decider;
 use crate::error::RelayError;
 use crate::relay::Relay;
-use crate::views::ResolvedBy;
 
 impl Relay {
-    /// Answers a pending request; the first answer wins. `by` names the front (or library
-    /// caller) that answers; no front may call itself `rule:…`.
+    /// Answers a pending request as `by`: a person through a front
+    /// ([`Decider::Person`]) or a library caller ([`Decider::Library`]); the first answer
+    /// wins. Rules, answer links, deadlines and the relay decide only inside the engine.
     pub async fn respond(
         &self,
         session_id: &str,
         request_id: &str,
         answer: Answer,
-        by: &str,
+        by: Decider,
     ) -> Result<Resolution, RelayError> {
-        if by.starts_with(crate::views::RULE_PREFIX) {
+        if let Some(message) = by.refusal() {
             return Err(RelayError::InvalidAnswer {
                 id: request_id.to_owned(),
-                message: format!("a front cannot call itself {by:?}: `rule:` names rules"),
+                message,
             });
         }
-        self.answer_request(session_id, request_id, answer, ResolvedBy::Front(by.into()))
-            .await
+        self.decide(session_id, request_id, answer, by).await
     }
 
-    /// The door: answers request `request_id` of `session_id` wherever it is. On the owner
-    /// the answer is first recorded in the cluster's answers table under its fence (first
-    /// answer wins across instances), then given to the broker; on another instance it is
-    /// carried to the owner, which does the same. The caller hears of it once the log has it.
-    pub(crate) async fn answer_request(
+    /// The door: answers request `request_id` of `session_id` as `by` wherever it is. On the
+    /// owner the answer is first recorded in the cluster's answers table under its fence (the
+    /// first answer wins across instances), then given to the broker; on another instance it
+    /// is carried to the owner, which does the same. The caller hears of it once the log has
+    /// it.
+    pub(crate) async fn decide(
         &self,
         session_id: &str,
         request_id: &str,
         answer: Answer,
-        by: ResolvedBy,
+        by: Decider,
     ) -> Result<Resolution, RelayError> {
         self.check_writable()?;
         if self.known_anywhere(session_id).await?.remote {
             return self
-                .respond_remote(session_id, request_id, answer, by.as_str())
+                .respond_remote(session_id, request_id, answer, by)
                 .await;
         }
         if self.inner.broker.is_open(session_id, request_id) {
-            self.claim_answer(session_id, request_id, by.as_str())
-                .await?;
+            self.claim_answer(session_id, request_id, &by).await?;
         }
         let resolution = self
             .inner

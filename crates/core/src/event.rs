@@ -151,7 +151,7 @@ pub enum Ev {
     RequestResolved {
         id: String,
         decision: crate::answer::Decision,
-        by: crate::views::ResolvedBy,
+        by: crate::decider::Decider,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
         /// The request itself, when a rule answered it as it opened (no `request-opened`

@@ -616,7 +616,7 @@ impl Relay {
         for h in self.inner.handles() {
             self.inner.broker.fail_session(
                 h.id(),
-                crate::views::ResolvedBy::RelayShutdown,
+                crate::decider::Decider::RelayShutdown,
                 "the relay is shutting down",
             );
         }

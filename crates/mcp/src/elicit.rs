@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::view;
 
 /// Who answers through this path, as recorded in `request-resolved`.
-pub const BY: &str = "mcp-elicitation";
+pub const BY: codex_relay_core::Decider =
+    codex_relay_core::Decider::Person(codex_relay_core::Front::McpElicitation);
 
 /// Whether `peer` can be sent `elicitation/create` forms.
 pub fn can_elicit(peer: &Peer<RoleServer>) -> bool {

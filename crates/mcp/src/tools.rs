@@ -25,7 +25,8 @@ use crate::params::{
 use crate::view;
 
 /// Who answers through `codex_respond`, as recorded in `request-resolved`.
-pub const RESPOND_BY: &str = "mcp";
+pub const RESPOND_BY: codex_relay_core::Decider =
+    codex_relay_core::Decider::Person(codex_relay_core::Front::Mcp);
 
 /// A tool call that did not work; shown to the caller as an `isError` result.
 #[derive(Debug, thiserror::Error)]

@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn each_answered_request_says_who_answered() {
-        use codex_relay_core::{Decision, ResolvedBy};
+        use codex_relay_core::{Decider, Decision, Front};
         let opened: PendingView = serde_json::from_value(json!({"id": "r1", "sessionId": "s",
             "kind": "command_approval", "question": "Run touch a?", "options": [],
             "details": {"command": "touch a"}, "createdAt": 0, "deadline": 0}))
@@ -390,18 +390,17 @@ mod tests {
             question: "Run rm -rf b?".into(),
             ..opened.clone()
         };
-        let resolved =
-            |id: &str, by: ResolvedBy, request: Option<&PendingView>| Ev::RequestResolved {
-                id: id.into(),
-                decision: if request.is_some() {
-                    Decision::Deny
-                } else {
-                    Decision::Approve
-                },
-                by,
-                reason: request.map(|_| "not here".to_owned()),
-                request: request.map(|r| Box::new(r.clone())),
-            };
+        let resolved = |id: &str, by: Decider, request: Option<&PendingView>| Ev::RequestResolved {
+            id: id.into(),
+            decision: if request.is_some() {
+                Decision::Deny
+            } else {
+                Decision::Approve
+            },
+            by,
+            reason: request.map(|_| "not here".to_owned()),
+            request: request.map(|r| Box::new(r.clone())),
+        };
         let events = vec![
             env(1, Role::System, Ev::TurnStart {}),
             env(
@@ -414,12 +413,12 @@ mod tests {
             env(
                 3,
                 Role::System,
-                resolved("r1", ResolvedBy::Front("http".into()), None),
+                resolved("r1", Decider::Person(Front::Http), None),
             ),
             env(
                 4,
                 Role::System,
-                resolved("r2", ResolvedBy::rule("no-rm"), Some(&ruled)),
+                resolved("r2", Decider::rule("no-rm"), Some(&ruled)),
             ),
         ];
         let items = item_events(&events, 10);

@@ -50,6 +50,7 @@ mod mcp_subagents;
 mod newcomer;
 mod npm_package;
 mod npm_package_exits;
+mod one_door;
 mod ordinary_user;
 mod rules_notify_knobs;
 mod rules_sandbox;

@@ -16,7 +16,7 @@ impl Relay {
         &self,
         session: &str,
         request: &str,
-        by: &str,
+        by: &crate::decider::Decider,
     ) -> Result<(), RelayError> {
         let Some(c) = self.cluster().cloned() else {
             return Ok(());
@@ -47,7 +47,7 @@ impl Relay {
         .bind(request)
         .bind(session)
         .bind(&c.id)
-        .bind(by)
+        .bind(by.to_string())
         .fetch_optional(&mut *tx)
         .await
         .map_err(|e| unavailable("recording the answer", e))?;

@@ -289,7 +289,7 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
         relay.inner.forget(h.id());
         relay.inner.broker.fail_session(
             h.id(),
-            crate::views::ResolvedBy::SessionClosed,
+            crate::decider::Decider::SessionClosed,
             "this relay instance lost its lease; another instance runs the session now",
         );
     }

@@ -38,7 +38,8 @@ pub(crate) enum Remote {
         session: String,
         request: String,
         answer: Answer,
-        by: String,
+        /// As its word, as instances of earlier versions send it.
+        by: crate::decider::Decider,
     },
     Create {
         options: Box<CreateOptions>,
@@ -348,7 +349,7 @@ fn execute(relay: &Relay, op: Remote) -> BoxFuture<'_, Result<Value, RelayError>
             } => {
                 here(relay, &session).await?;
                 value(serde_json::to_value(
-                    relay.respond(&session, &request, answer, &by).await?,
+                    relay.decide(&session, &request, answer, by).await?,
                 ))
             }
             Remote::Create { options } => {

@@ -254,13 +254,13 @@ impl Relay {
         session: &str,
         request: &str,
         answer: crate::answer::Answer,
-        by: &str,
+        by: crate::decider::Decider,
     ) -> Result<Resolution, RelayError> {
         let op = Remote::Respond {
             session: session.to_owned(),
             request: request.to_owned(),
             answer,
-            by: by.to_owned(),
+            by,
         };
         mailbox::to_owner_as(self, session, op).await
     }

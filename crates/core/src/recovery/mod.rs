@@ -95,7 +95,7 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
         let resolution = Resolution {
             id: p.id.clone(),
             decision: crate::answer::Decision::Deny,
-            by: crate::views::ResolvedBy::RelayRestart,
+            by: crate::decider::Decider::RelayRestart,
             reason: Some(why.clone()),
         };
         p.resolution = Some(json!(resolution).to_string());
@@ -140,7 +140,7 @@ pub(crate) async fn settle_adopted(
         let resolution = Resolution {
             id: p.id.clone(),
             decision: crate::answer::Decision::Deny,
-            by: crate::views::ResolvedBy::RelayRestart,
+            by: crate::decider::Decider::RelayRestart,
             reason: Some(reason.clone()),
         };
         p.resolution = Some(json!(resolution).to_string());

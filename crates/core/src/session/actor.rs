@@ -118,7 +118,7 @@ impl Actor {
                 }
                 self.broker.fail_session(
                     &self.shared.id,
-                    crate::views::ResolvedBy::SessionClosed,
+                    crate::decider::Decider::SessionClosed,
                     "the session was closed",
                 );
                 self.shared.close();
@@ -284,7 +284,7 @@ impl Actor {
                         self.broker.fail_turn(
                             &self.shared.id,
                             &t.turn.id,
-                            crate::views::ResolvedBy::TurnEnded,
+                            crate::decider::Decider::TurnEnded,
                             "the turn ended before anyone answered",
                         );
                     }
@@ -437,7 +437,7 @@ impl Actor {
         let message = "the relay stopped (a restart resumes the session)";
         self.broker.fail_session(
             &self.shared.id,
-            crate::views::ResolvedBy::RelayShutdown,
+            crate::decider::Decider::RelayShutdown,
             message,
         );
         self.shared.end_turn_cancelled(message);
@@ -451,7 +451,7 @@ impl Actor {
         let message = format!("Codex exited: {why}");
         self.broker.fail_session(
             &self.shared.id,
-            crate::views::ResolvedBy::CodexExit,
+            crate::decider::Decider::CodexExit,
             &message,
         );
         self.shared.append(
