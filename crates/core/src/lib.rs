@@ -45,6 +45,7 @@ pub mod logged_in;
 pub mod login;
 pub mod mapper;
 pub mod modes;
+pub mod options;
 pub mod pending;
 pub mod policy;
 pub mod pool;

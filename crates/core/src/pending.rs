@@ -7,7 +7,7 @@ use codex_relay_protocol::v2::{FileUpdateChange, ServerRequest, UserInputQuestio
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
-use crate::answer::{APPROVAL_OPTIONS, PendingKind};
+use crate::answer::PendingKind;
 use crate::event::{AgentRef, Origin};
 use crate::reach::Reach;
 
@@ -277,18 +277,13 @@ pub fn describe(
     deadline: i64,
 ) -> PendingView {
     let kind = PendingKind::of(request);
-    let approval_options = || {
-        APPROVAL_OPTIONS
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-    };
+    let approval_options = || crate::options::approval_options(false);
     let (question, options, details, turn) = match request {
         ServerRequest::CommandApproval(p) => {
             let cmd = p.command.clone().unwrap_or_default();
             (
                 format!("Allow Codex to run `{cmd}`?"),
-                approval_options(),
+                crate::options::approval_options(codex_rule(p).is_some()),
                 PendingDetails::CommandApproval {
                     command: cmd,
                     cwd: p.cwd.clone(),

@@ -119,6 +119,11 @@ fn answer(p: &PendingView, r: &PermissionResponse) -> Result<Answer, ApiError> {
         .as_deref()
         .map(str::trim)
         .filter(|m| !m.is_empty());
+    if let Some(option) = &r.option {
+        return p
+            .answer_for(option, message.map(str::to_owned))
+            .map_err(|e| ApiError::unprocessable("invalid_answer", e));
+    }
     match (p.kind, r.action) {
         (_, Action::Cancel) => Ok(Answer::Cancel),
         (PendingKind::ToolCall, Action::Deny) => Ok(Answer::ToolOutput {

@@ -70,6 +70,18 @@ function detailsOf(req) {
   }
 }
 
+/** The approval words the buttons below stand for; any other option gets a button of its own. */
+const BUTTON_WORDS = ['approve', 'approve for session', 'deny', 'cancel'];
+
+/** What an option beyond the usual ones lets Codex do, when the card knows more than its word. */
+function optionHint(req, option) {
+  const prefix = req.details && req.details.codexRule;
+  if (option === 'approve with codex rule' && prefix) {
+    return `Codex writes a rule for commands starting with “${prefix.join(' ')}” into its own rules file: from then on it runs them without asking anyone, outside the sandbox, in every session of this Codex.`;
+  }
+  return null;
+}
+
 /** Buttons for an approval-like request. */
 function approvalActions(req, send) {
   const reason = h('input', { type: 'text', class: 'reason-input', placeholder: 'Why not? (the model reads this)', 'aria-label': 'Reason for denying' });
@@ -103,6 +115,10 @@ function approvalActions(req, send) {
   const buttons = h('div', { class: 'actions' },
     h('button', { class: 'button primary', type: 'button', onclick: () => send('allow') }, 'Approve'),
     h('button', { class: 'button', type: 'button', onclick: () => send('allow', { forSession: true }) }, 'Approve for session'),
+    // Options the engine offers beyond those (it reads the word): one button each.
+    (req.options || []).filter((o) => !BUTTON_WORDS.includes(o)).map((o) =>
+      h('button', { class: 'button', type: 'button', title: optionHint(req, o), dataset: { option: o }, onclick: () => send('allow', { option: o }) },
+        o.charAt(0).toUpperCase() + o.slice(1))),
     ruleable ? h('button', { class: 'button', type: 'button', onclick: alwaysAllow }, 'Always allow…') : null,
     h('button', { class: 'button danger-outline', type: 'button', onclick: () => { buttons.hidden = true; denyBox.hidden = false; reason.focus(); } }, 'Deny…'));
   return [buttons, denyBox, ruleBox];

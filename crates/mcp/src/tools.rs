@@ -140,8 +140,9 @@ pub fn definitions() -> Vec<Tool> {
             "Answer a Codex approval or question",
             "Answer a pending approval or question (pendingQuestion.id from codex_status): \
              \"approve\", \"approve for session\", \"deny\", \"deny: <reason>\" (the reason is \
-             passed to the model) or \"cancel\" (also stops the turn); for questions, one of the \
-             options per question. The first answer wins.",
+             passed to the model) or \"cancel\" (also stops the turn), or any other of the \
+             request's options (\"approve with codex rule\" where Codex offers one); for \
+             questions, one of the options per question. The first answer wins.",
         )
         .with_annotations(ToolAnnotations::new().destructive(true)),
         tool::<InterruptParams, InterruptOutput>(

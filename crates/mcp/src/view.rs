@@ -93,7 +93,11 @@ pub fn pending_question(pending: &[PendingView]) -> Option<PendingQuestion> {
         PendingKind::ToolCall => "answer with the tool's output, or \"error: <message>\"",
         PendingKind::Question => "answer with one option per question",
         PendingKind::Other => "answer with JSON",
-        _ => "answer with approve, approve for session, deny, deny: <reason>, or cancel",
+        _ => "",
+    };
+    let how = match how {
+        "" => crate::words::help(p),
+        fixed => fixed.to_owned(),
     };
     Some(PendingQuestion {
         id: p.id.clone(),

@@ -21,6 +21,7 @@ mod cluster_links;
 mod cluster_outages;
 mod cluster_rules;
 mod codex_faults;
+mod codex_rule_option;
 mod conformance;
 mod demo_session;
 mod doctor;
