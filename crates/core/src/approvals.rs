@@ -273,7 +273,8 @@ impl Relay {
         self.open_request(request_id, &row.session_id)?;
         // Through the door like any answer: carried to the session's owner in a cluster. The
         // request takes one answer, so the link is marked used once its answer was taken; an
-        // answer that was not taken (the owner unreachable, the store down) leaves it usable.
+        // answer not confirmed (the store down, the owner silent: it may still take it later)
+        // leaves it usable, and using it again answers or says who answered, never twice.
         let by = Decider::AnswerLink;
         let resolution = self
             .decide(&row.session_id, request_id, answer, by)

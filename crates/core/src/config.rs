@@ -51,14 +51,22 @@ pub struct RelayConfig {
     pub cluster: crate::cluster::ClusterConfig,
 }
 
+/// Sessions open at once, unless configured (`MAX_SESSIONS`).
+pub const DEFAULT_MAX_SESSIONS: usize = 32;
+/// How long a request waits for an answer before it is declined, in milliseconds, unless
+/// configured (`APPROVAL_TIMEOUT_MS`).
+pub const DEFAULT_APPROVAL_TIMEOUT_MS: u64 = 300_000;
+/// Events per session kept in memory, unless configured (`EVENT_BUFFER_SIZE`).
+pub const DEFAULT_EVENT_BUFFER: usize = 1000;
+
 impl RelayConfig {
     pub fn new(codex: AppServerConfig, store: impl Into<String>) -> Self {
         Self {
             codex,
             store: store.into(),
-            max_sessions: 32,
-            approval_timeout: Duration::from_millis(300_000),
-            event_buffer: 1000,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            approval_timeout: Duration::from_millis(DEFAULT_APPROVAL_TIMEOUT_MS),
+            event_buffer: DEFAULT_EVENT_BUFFER,
             // Raw lines are stored in chunks of up to RAW_CHUNK lines; 1000 chunks per session
             // keep the last 1000 bursts (at most 64,000 lines).
             store_options: crate::store::StoreOptions {

@@ -58,6 +58,7 @@ pub mod session;
 mod slots;
 pub mod store;
 mod store_notice;
+pub mod time;
 mod tool;
 pub mod views;
 #[cfg(test)]

@@ -57,7 +57,7 @@ impl PendingView {
                 | PendingKind::Elicitation
         );
         let word = word.trim().to_ascii_lowercase();
-        let offered = self.options.iter().any(|o| *o == word);
+        let offered = self.options.contains(&word);
         match answer_of(&word, reason) {
             Some(answer) if approval && offered => Ok(answer),
             _ => Err(format!(

@@ -81,7 +81,7 @@ async fn a_rule_a_link_each_front_and_the_deadline_all_answer_through_one_door()
             mark,
             [
                 Reply::exec(cmd, &format!("call-{mark}")),
-                Reply::text(&format!("{mark} over")),
+                Reply::text(format!("{mark} over")),
             ],
         );
     }
