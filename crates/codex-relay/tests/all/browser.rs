@@ -302,6 +302,11 @@ async fn a_demo_session_in_the_browser_on_desktop_and_phone() {
             findings["events"].as_u64() > findings["reload"]["lastSeq"].as_u64(),
             "{findings}"
         );
+        // Options beyond the usual four are buttons of their own, as the API lists them.
+        let extra = &findings["extraOptions"];
+        assert!(extra["api"].is_array(), "{findings}");
+        assert_eq!(extra["buttons"], extra["api"], "{findings}");
+        eprintln!("[browser {variant}] extra options on the command card: {extra}");
     }
     assert!(
         workspace.join("hello.py").is_file(),

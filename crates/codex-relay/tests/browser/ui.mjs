@@ -197,6 +197,14 @@ async function mainFlow() {
     await card.waitFor({ timeout: STEP });
     const cmd = await card.locator('.cmd').textContent();
     if (!cmd.includes('python3 hello.py')) throw new Error(`the card shows ${cmd}`);
+    // Every option beyond Approve / Approve for session / Deny / Cancel is a button of its own
+    // (Codex's remembered prefix, where Codex offers one): what the API lists, the card shows.
+    const pending = await page.evaluate(async () => (await fetch('/api/codex/permission/pending')).json());
+    const open = pending.find((r) => r.kind === 'command_approval');
+    findings.extraOptions = {
+      api: (open?.options || []).filter((o) => !['approve', 'approve for session', 'deny', 'cancel'].includes(o)),
+      buttons: await card.locator('button[data-option]').evaluateAll((bs) => bs.map((b) => b.dataset.option)),
+    };
     await page.locator('.ev.file .dl.add', { hasText: 'Hello from the codex-relay demo!' }).first().waitFor({ timeout: STEP });
     await snap('command-approval');
     return shown();
