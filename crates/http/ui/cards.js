@@ -112,16 +112,30 @@ function approvalActions(req, send) {
       ruleBox.replaceChildren(h('p', { class: 'form-error', role: 'alert' }, e.message));
     }
   }
+  const optionBox = h('div', { class: 'rule-box', hidden: true });
+  function confirmOption(option, label, hint) {
+    optionBox.replaceChildren(
+      h('p', { class: 'hint', role: 'note' }, hint),
+      h('div', { class: 'actions' },
+        h('button', { class: 'button primary', type: 'button', onclick: () => send('allow', { option }) }, label),
+        h('button', { class: 'button', type: 'button', onclick: () => { optionBox.hidden = true; buttons.hidden = false; } }, 'Back')));
+    buttons.hidden = true;
+    optionBox.hidden = false;
+  }
   const buttons = h('div', { class: 'actions' },
     h('button', { class: 'button primary', type: 'button', onclick: () => send('allow') }, 'Approve'),
     h('button', { class: 'button', type: 'button', onclick: () => send('allow', { forSession: true }) }, 'Approve for session'),
-    // Options the engine offers beyond those (it reads the word): one button each.
-    (req.options || []).filter((o) => !BUTTON_WORDS.includes(o)).map((o) =>
-      h('button', { class: 'button', type: 'button', title: optionHint(req, o), dataset: { option: o }, onclick: () => send('allow', { option: o }) },
-        o.charAt(0).toUpperCase() + o.slice(1))),
+    // Options the engine offers beyond those (it reads the word): one button each; one whose
+    // effect outlives the request says what it lets Codex do and asks again first.
+    (req.options || []).filter((o) => !BUTTON_WORDS.includes(o)).map((o) => {
+      const hint = optionHint(req, o);
+      const label = o.charAt(0).toUpperCase() + o.slice(1);
+      return h('button', { class: 'button', type: 'button', dataset: { option: o },
+        onclick: () => (hint ? confirmOption(o, label, hint) : send('allow', { option: o })) }, hint ? `${label}…` : label);
+    }),
     ruleable ? h('button', { class: 'button', type: 'button', onclick: alwaysAllow }, 'Always allow…') : null,
     h('button', { class: 'button danger-outline', type: 'button', onclick: () => { buttons.hidden = true; denyBox.hidden = false; reason.focus(); } }, 'Deny…'));
-  return [buttons, denyBox, ruleBox];
+  return [buttons, denyBox, ruleBox, optionBox];
 }
 
 /** Option buttons per question; one question answers on click, several take a Submit. */

@@ -205,6 +205,18 @@ async function mainFlow() {
       api: (open?.options || []).filter((o) => !['approve', 'approve for session', 'deny', 'cancel'].includes(o)),
       buttons: await card.locator('button[data-option]').evaluateAll((bs) => bs.map((b) => b.dataset.option)),
     };
+    // The remembered prefix outlives the request: its button says what it lets Codex do and
+    // asks again before answering; Back leaves the request open.
+    const remember = card.locator('button[data-option="approve with codex rule"]');
+    if (await remember.count()) {
+      await remember.click();
+      const note = card.locator('.rule-box [role=note]');
+      await note.waitFor({ timeout: STEP });
+      findings.codexRuleWarning = await note.textContent();
+      if (!/outside the sandbox/.test(findings.codexRuleWarning)) throw new Error(`the warning says: ${findings.codexRuleWarning}`);
+      await card.locator('.rule-box').getByRole('button', { name: 'Back' }).click();
+      await card.getByRole('button', { name: 'Approve', exact: true }).waitFor({ timeout: STEP });
+    }
     await page.locator('.ev.file .dl.add', { hasText: 'Hello from the codex-relay demo!' }).first().waitFor({ timeout: STEP });
     await snap('command-approval');
     return shown();
