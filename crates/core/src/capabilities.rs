@@ -119,6 +119,16 @@ impl ServerSource {
         self.starts.load(Ordering::Relaxed)
     }
 
+    /// Whether a task is starting (or taking out) the app-server right now.
+    pub fn is_starting(&self) -> bool {
+        self.slot.try_lock().is_err()
+    }
+
+    /// Waits until no task is starting the app-server (returns at once when none is).
+    pub async fn settled(&self) {
+        drop(self.slot.lock().await);
+    }
+
     /// Takes the running app-server out (for shutdown).
     pub async fn take(&self) -> Option<Arc<AppServer>> {
         self.slot.lock().await.take()

@@ -342,17 +342,24 @@ impl Pool {
         };
         let pool = self.clone();
         rt.spawn(async move {
-            tokio::time::sleep(pool.inner.linger).await;
-            let source = {
-                let mut t = pool.lock();
-                let Some(i) = t
-                    .members
-                    .iter()
-                    .position(|m| m.id == id && m.load() == 0 && m.generation == generation)
-                else {
-                    return;
-                };
-                t.members.swap_remove(i).source
+            // The linger counts from when the process is up: one still starting (a loaded
+            // machine can take longer than the linger) was asked for by someone about to use it.
+            let source = loop {
+                tokio::time::sleep(pool.inner.linger).await;
+                let starting =
+                    {
+                        let mut t = pool.lock();
+                        let Some(i) = t.members.iter().position(|m| {
+                            m.id == id && m.load() == 0 && m.generation == generation
+                        }) else {
+                            return;
+                        };
+                        if !t.members[i].source.is_starting() {
+                            break t.members.swap_remove(i).source;
+                        }
+                        t.members[i].source.clone()
+                    };
+                starting.settled().await;
             };
             pool.inner
                 .gone_restarts

@@ -272,3 +272,48 @@ async fn another_codex_home_gets_its_own_process_and_restarts_spread_again() {
     assert!(environ.contains(&format!("CODEX_HOME={}", other.path().display())));
     relay.shutdown().await;
 }
+
+/// Codex takes longer to start than the linger (here by a wrapper that waits 2 s; a loaded
+/// machine once took 30 s): the process is not stopped under the call that asked for it. The
+/// linger counts from when it is up, and it still stops once nothing uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_slower_to_start_than_the_linger_serves_the_call_that_asked_for_it() {
+    let env = Env::start(NEWEST, Backend::Sqlite, LONG).await.unwrap();
+    env.relay.shutdown().await;
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("slow-codex");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nsleep 2\nexec '{}' \"$@\"\n",
+            env.config.codex.binary.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut config = env.config.clone();
+    config.codex.binary = wrapper;
+    config.codex_idle_linger = Duration::from_millis(300);
+    let relay = Relay::open(config).await.expect("relay");
+
+    let listed = relay.list(Default::default()).await;
+    assert!(listed.is_ok(), "listing threads: {listed:?}");
+    let server = relay.server().await.expect("a running app-server");
+    assert!(
+        server.peer().closed().is_none(),
+        "the app-server was stopped under its caller"
+    );
+    let pid = server.pid();
+    drop(server);
+    assert!(
+        procs::wait_group_gone(pid, Duration::from_secs(30))
+            .await
+            .is_empty(),
+        "the idle app-server kept running after the linger"
+    );
+    relay.shutdown().await;
+}
