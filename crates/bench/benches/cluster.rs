@@ -43,15 +43,6 @@ fn pct(sorted: &[u64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize] as f64 / 1e6
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 async fn fresh_schema(base: &str, name: &str) -> String {
     let pool = sqlx::PgPool::connect(base).await.expect("Postgres");
     let nanos = SystemTime::now()
@@ -236,7 +227,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        println!("load average before: {} (2 cores, shared)", load_average());
+        println!("load average before: {} (2 cores, shared)", codex_relay_bench::load_average());
         let one_db = fresh_schema(&base, "one").await;
         let one = vec![instance(&one_db, "solo", rate).await];
         let alone = round(&one).await;
@@ -262,6 +253,6 @@ fn main() {
         for (r, _) in &three {
             r.shutdown().await;
         }
-        println!("load average after: {}", load_average());
+        println!("load average after: {}", codex_relay_bench::load_average());
     });
 }

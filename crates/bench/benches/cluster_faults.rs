@@ -45,15 +45,6 @@ fn relay_bin() -> PathBuf {
     beside
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let relay = relay_bin();
@@ -70,7 +61,7 @@ async fn main() {
     println!(
         "cluster faults: {cycles} cycles, lease {lease:?}, seed {seed}, relay {}, load average before {}",
         relay.display(),
-        load_average()
+        codex_relay_bench::load_average()
     );
     let Some(report) = run(Config {
         relay,
@@ -89,7 +80,7 @@ async fn main() {
         "\n{} cycles in {:.1?} (load average after {})",
         report.cycles,
         report.elapsed,
-        load_average()
+        codex_relay_bench::load_average()
     );
     println!("faults:");
     for (kind, n) in &report.faults {

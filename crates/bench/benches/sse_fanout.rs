@@ -185,18 +185,12 @@ async fn engine_baseline(rate: u64) -> (f64, f64, f64) {
     (rate_delivered, p50, p99)
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 async fn relay_side() {
     let rate = env_u64("SSE_RATE", 100);
-    println!("load average before: {} (2 cores, shared)", load_average());
+    println!(
+        "load average before: {} (2 cores, shared)",
+        codex_relay_bench::load_average()
+    );
     let dir = tempfile::tempdir().unwrap();
     let relay = open_relay(dir.path(), rate).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -293,7 +287,7 @@ async fn relay_side() {
         p99 / base_p99,
         delivered as f64 / took.as_secs_f64() / base_rate
     );
-    println!("load average after: {}", load_average());
+    println!("load average after: {}", codex_relay_bench::load_average());
 }
 
 async fn subscribe(addr: String, id: String, ready: Arc<AtomicUsize>) -> Seen {

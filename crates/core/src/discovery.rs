@@ -1,6 +1,10 @@
-//! Listing sessions: this relay's own, plus every thread Codex knows in the same CODEX_HOME
-//! (created by the TUI, `codex exec`, or other clients), most recent first.
+//! Listing sessions (this relay's own, plus every thread Codex knows in the same CODEX_HOME,
+//! created by the TUI, `codex exec`, or other clients; most recent first) and reading a
+//! session's history (events, raw Codex lines).
 
+use std::sync::Arc;
+
+use crate::event::Envelope;
 use std::collections::HashMap;
 
 use codex_relay_protocol::v2::{ThreadList, ThreadListParams};
@@ -203,5 +207,63 @@ fn nest(rows: &mut HashMap<String, ListedSession>, spawned: Vec<(String, AgentIn
         {
             row.agents.push(agent);
         }
+    }
+}
+
+impl Relay {
+    /// Events with `seq > after`, oldest first, from memory or the store. Shared, not copied:
+    /// many fronts can read the same log cheaply.
+    pub async fn events(
+        &self,
+        id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<Envelope>>, RelayError> {
+        let handle = self.known_anywhere(id).await?;
+        if let Some(events) = handle.shared.events_in_memory(after, limit) {
+            return Ok(events);
+        }
+        // Older than the in-memory window: the store has them, unless they are still queued.
+        let wanted = (after + limit as u64).min(handle.shared.shown_seq());
+        let mut rows = self
+            .inner
+            .store
+            .events(id, after as i64, limit as i64)
+            .await?;
+        if rows.last().map_or(0, |r| r.seq as u64) < wanted {
+            self.inner.store.flush().await?;
+            rows = self
+                .inner
+                .store
+                .events(id, after as i64, limit as i64)
+                .await?;
+        }
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| serde_json::from_str(&r.json).ok().map(Arc::new))
+            .collect())
+    }
+
+    /// The newest raw Codex lines of a session (at most `limit`), oldest first, from the store
+    /// (kept bounded; see docs/STORE.md), for re-normalizing history.
+    pub async fn raw_lines(&self, id: &str, limit: usize) -> Result<Vec<String>, RelayError> {
+        self.known_anywhere(id).await?;
+        self.inner.store.flush().await?;
+        let chunks = self
+            .inner
+            .store
+            .raw_lines(
+                id,
+                limit.div_ceil(crate::session::RAW_CHUNK).max(1) as i64 + 1,
+            )
+            .await?;
+        let mut lines: Vec<String> = chunks
+            .iter()
+            .flat_map(|c| c.split('\n'))
+            .map(str::to_owned)
+            .collect();
+        let excess = lines.len().saturating_sub(limit);
+        lines.drain(..excess);
+        Ok(lines)
     }
 }

@@ -11,7 +11,6 @@ use tokio::sync::mpsc;
 
 use crate::broker::{Broker, PendingView};
 use crate::error::RelayError;
-use crate::event::Envelope;
 use crate::pool::{CodexProcessView, Pool};
 use crate::session::{
     Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
@@ -140,6 +139,11 @@ impl Relay {
             why: crate::recovery::RESTARTED,
         })
         .await?;
+        // What the restore wrote (requests declined by the restart, cut turns closed) is
+        // committed before the relay answers: in a cluster readers see only committed events.
+        if let Err(e) = relay.inner.store.flush().await {
+            tracing::warn!("committing what the restore wrote failed: {e}");
+        }
         crate::cluster::start(&relay).await?;
         Ok(relay)
     }
@@ -518,62 +522,6 @@ impl Relay {
 
     pub fn status(&self, id: &str) -> Result<SessionSnapshot, RelayError> {
         Ok(self.known(id)?.snapshot())
-    }
-
-    /// Events with `seq > after`, oldest first, from memory or the store. Shared, not copied:
-    /// many fronts can read the same log cheaply.
-    pub async fn events(
-        &self,
-        id: &str,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<Arc<Envelope>>, RelayError> {
-        let handle = self.known_anywhere(id).await?;
-        if let Some(events) = handle.shared.events_in_memory(after, limit) {
-            return Ok(events);
-        }
-        // Older than the in-memory window: the store has them, unless they are still queued.
-        let wanted = (after + limit as u64).min(handle.shared.shown_seq());
-        let mut rows = self
-            .inner
-            .store
-            .events(id, after as i64, limit as i64)
-            .await?;
-        if rows.last().map_or(0, |r| r.seq as u64) < wanted {
-            self.inner.store.flush().await?;
-            rows = self
-                .inner
-                .store
-                .events(id, after as i64, limit as i64)
-                .await?;
-        }
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| serde_json::from_str(&r.json).ok().map(Arc::new))
-            .collect())
-    }
-
-    /// The newest raw Codex lines of a session (at most `limit`), oldest first, from the store
-    /// (kept bounded; see docs/STORE.md), for re-normalizing history.
-    pub async fn raw_lines(&self, id: &str, limit: usize) -> Result<Vec<String>, RelayError> {
-        self.known_anywhere(id).await?;
-        self.inner.store.flush().await?;
-        let chunks = self
-            .inner
-            .store
-            .raw_lines(
-                id,
-                limit.div_ceil(crate::session::RAW_CHUNK).max(1) as i64 + 1,
-            )
-            .await?;
-        let mut lines: Vec<String> = chunks
-            .iter()
-            .flat_map(|c| c.split('\n'))
-            .map(str::to_owned)
-            .collect();
-        let excess = lines.len().saturating_sub(limit);
-        lines.drain(..excess);
-        Ok(lines)
     }
 
     /// Long-poll: waits until the session logs past `after` or changes status.

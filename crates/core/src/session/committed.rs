@@ -4,7 +4,7 @@
 //! before its commit could be shown another under the same seq later. So an owner in a
 //! cluster shows each event (to its streams, long-polls, snapshots and the relay-wide feed)
 //! once the store says it is committed; token deltas, a preview that is never logged, still
-//! go live. Alone (SQLite, or `--no-cluster`) a relay shows each event at once, as it keeps
+//! go live; the status snapshots and waiters see moves with its event. Alone (SQLite, or `--no-cluster`) a relay shows each event at once, as it keeps
 //! what it showed through store faults (docs/STORE.md).
 
 use std::sync::Arc;
@@ -13,6 +13,51 @@ use std::sync::atomic::Ordering;
 use super::*;
 
 impl SessionShared {
+    /// The session as readers see it (in a cluster: as far as the store committed).
+    pub fn snapshot(&self) -> SessionSnapshot {
+        let s = self.lock();
+        let top = self.shown_in(&s);
+        // In a cluster, a request is listed once its request-opened event is shown.
+        let unshown: Vec<&str> = s
+            .events
+            .iter()
+            .rev()
+            .take_while(|e| e.seq > top)
+            .filter_map(|e| match &e.ev {
+                Ev::RequestOpened { request } => Some(request.id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let pending = s
+            .pending
+            .iter()
+            .filter(|p| !unshown.contains(&p.id.as_str()))
+            .cloned()
+            .collect();
+        SessionSnapshot {
+            session_id: self.id.clone(),
+            // The status readers were shown (with its event; see session/committed.rs).
+            status: if self.is_gated() {
+                *self.status.borrow()
+            } else {
+                s.status
+            },
+            cwd: s.cwd.clone(),
+            model: s.model.clone(),
+            turn_count: s.turn_count,
+            current_turn: s.turn.clone(),
+            last_seq: top,
+            result: s.result.clone(),
+            last_error: s.last_error.clone(),
+            usage: s.usage.clone(),
+            pending,
+            agents: s.agents.all(),
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            store_fault: self.store.fault(),
+        }
+    }
+
     /// From now on readers see only what the store committed.
     pub(crate) fn gate(&self) {
         self.gated.store(true, Ordering::SeqCst);
@@ -59,6 +104,15 @@ impl SessionShared {
         };
         if let Some(feed) = self.feed.get() {
             shown.iter().for_each(|env| feed.logged(&self.id, env));
+        }
+        // The status shown moves with its event: a snapshot or a waiter never says `idle`
+        // before the events of the turn that ended are there to read.
+        let status = shown.iter().rev().find_map(|e| match &e.ev {
+            Ev::Status { status } => SessionStatus::parse(status),
+            _ => None,
+        });
+        if let Some(status) = status {
+            self.status.send_replace(status);
         }
         self.changed.send_modify(|v| *v += 1);
     }

@@ -357,7 +357,10 @@ impl SessionShared {
     fn set_status(&self, s: &mut State, next: SessionStatus) {
         if next != s.status {
             s.status = next;
-            self.status.send_replace(next);
+            // In a cluster, waiters see the new status with its event, once committed.
+            if !self.is_gated() {
+                self.status.send_replace(next);
+            }
             self.push(
                 s,
                 Role::System,
@@ -582,27 +585,6 @@ impl SessionShared {
     /// Changes the state under the lock (callers persist afterwards if it matters).
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         f(&mut self.lock())
-    }
-
-    pub fn snapshot(&self) -> SessionSnapshot {
-        let s = self.lock();
-        SessionSnapshot {
-            session_id: self.id.clone(),
-            status: s.status,
-            cwd: s.cwd.clone(),
-            model: s.model.clone(),
-            turn_count: s.turn_count,
-            current_turn: s.turn.clone(),
-            last_seq: self.shown_in(&s),
-            result: s.result.clone(),
-            last_error: s.last_error.clone(),
-            usage: s.usage.clone(),
-            pending: s.pending.clone(),
-            agents: s.agents.all(),
-            created_at: s.created_at,
-            updated_at: s.updated_at,
-            store_fault: self.store.fault(),
-        }
     }
 
     /// Events with `seq > after` held in memory, or `None` when older ones were evicted and the
