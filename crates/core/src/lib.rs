@@ -45,6 +45,7 @@ pub mod logged_in;
 pub mod login;
 pub mod mapper;
 pub mod modes;
+mod op;
 pub mod options;
 pub mod pending;
 pub mod policy;

@@ -252,7 +252,7 @@ impl Relay {
         };
         let handle = SessionHandle {
             shared,
-            cmds: tx,
+            door: crate::session::Door::Actor(tx),
             remote: false,
         };
         self.inner

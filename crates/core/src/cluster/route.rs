@@ -5,14 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
-use super::mailbox::{self, Created, Remote};
+use super::mailbox;
 use super::{db, mirror, sql};
 use crate::broker::Resolution;
 use crate::error::RelayError;
+use crate::op::{Create, Created, Respond, reply_of};
 use crate::relay::{CreateOptions, Relay, RelayInner};
-use crate::session::{SayOutcome, SessionHandle, SessionShared};
+use crate::session::{Door, SayOutcome, SessionHandle, SessionShared};
 
 /// How long a session whose owner recorded it may take to reach the store.
 const FIRST_COMMIT: Duration = Duration::from_secs(2);
@@ -70,10 +69,9 @@ impl Relay {
     /// Registers a mirror: shown to the feed like any session, its commands passed on to its
     /// owner. A session already in the map (it became this instance's meanwhile) wins.
     pub(crate) fn register_mirror(&self, shared: Arc<SessionShared>) -> SessionHandle {
-        let (tx, rx) = mpsc::channel(16);
         let handle = SessionHandle {
             shared: shared.clone(),
-            cmds: tx,
+            door: Door::Carried(Arc::new(mirror::ToOwner(Arc::downgrade(&self.inner)))),
             remote: true,
         };
         let mut map = self.inner.sessions_mut();
@@ -84,11 +82,6 @@ impl Relay {
         drop(map);
         shared.attach_feed(self.inner.feed.clone());
         self.inner.feed.session_created(shared.snapshot());
-        tokio::spawn(mirror::forward(
-            Arc::downgrade(&self.inner),
-            handle.id().to_owned(),
-            rx,
-        ));
         handle
     }
 
@@ -219,11 +212,11 @@ impl Relay {
             return Ok(None);
         }
         tracing::info!(instance = %c.id, load, to = %target, theirs, "starting a session on a less loaded instance");
-        let op = Remote::Create {
+        let op = Create {
             options: Box::new(opts.clone()),
         };
-        let answer = match mailbox::call(self, &target, op).await {
-            Ok(answer) => answer?,
+        let created: Created = match mailbox::call(self, &target, op.into()).await {
+            Ok(answer) => reply_of(&answer)?,
             // Taken over before it took the command: nothing was started there; start here.
             Err(mailbox::Undelivered::Withdrawn(_)) => return Ok(None),
             Err(mailbox::Undelivered::Unanswered(why)) => {
@@ -234,10 +227,6 @@ impl Relay {
                 });
             }
         };
-        let created: Created = serde_json::from_value(answer).map_err(|e| RelayError::Remote {
-            code: "remote_error".into(),
-            message: format!("the new session's answer did not parse: {e}"),
-        })?;
         let handle = mirror::load(self, &created.session_id)
             .await?
             .ok_or_else(|| RelayError::Owner {
@@ -256,13 +245,13 @@ impl Relay {
         answer: crate::answer::Answer,
         by: crate::decider::Decider,
     ) -> Result<Resolution, RelayError> {
-        let op = Remote::Respond {
+        let op = Respond {
             session: session.to_owned(),
             request: request.to_owned(),
             answer,
             by,
         };
-        mailbox::to_owner_as(self, session, op).await
+        mailbox::to_owner_as(self, op).await
     }
 
     /// A request as the store has it: its session, and how it ended if it did (a request of
