@@ -43,12 +43,18 @@ impl Relay {
     ) -> Result<Resolution, RelayError> {
         self.check_writable()?;
         if self.known_anywhere(session_id).await?.remote {
-            return self
-                .respond_remote(session_id, request_id, answer, by)
-                .await;
+            let op = crate::op::Respond {
+                session: session_id.to_owned(),
+                request: request_id.to_owned(),
+                answer,
+                by,
+            };
+            return crate::op::reply_of(&self.placement().carry(self, op.into()).await?);
         }
         if self.inner.broker.is_open(session_id, request_id) {
-            self.claim_answer(session_id, request_id, &by).await?;
+            self.placement()
+                .claim_answer(self, session_id, request_id, &by)
+                .await?;
         }
         let resolution = self
             .inner

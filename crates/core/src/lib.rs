@@ -48,6 +48,7 @@ pub mod modes;
 mod op;
 pub mod options;
 pub mod pending;
+mod placement;
 pub mod policy;
 pub mod pool;
 mod profile;

@@ -5,27 +5,19 @@
 
 use std::time::Duration;
 
-use super::{db, sql};
+use super::{Clustered, db, sql};
 use crate::error::RelayError;
-use crate::op::{Op, Operation, Outcome, reply_of};
+use crate::op::{Op, Outcome};
 use crate::relay::Relay;
 
 /// How often a sender looks for its answer when no notice came.
 const POLL: Duration = Duration::from_millis(500);
 
-/// Runs `op` on the instance that owns its session (here, if it is this one), typed.
-pub(crate) async fn to_owner_as<O: Operation>(
-    relay: &Relay,
-    op: O,
-) -> Result<O::Reply, RelayError> {
-    let session = op.session().unwrap_or_default().to_owned();
-    reply_of::<O::Reply>(&to_owner(relay, &session, op.into()).await?)
-}
-
 /// How many times a command follows its session to a new owner (each move is a take-over).
 const MOVES: usize = 3;
 
-/// [`to_owner_as`], its reply as carried.
+/// Runs `op` on the instance that owns `session` (here, if it is this one); its reply as
+/// carried.
 pub(crate) async fn to_owner(relay: &Relay, session: &str, op: Op) -> Result<String, RelayError> {
     let Some(c) = relay.cluster().cloned() else {
         return Ok(op.serve(relay).await);
@@ -211,16 +203,16 @@ pub(crate) async fn serve(relay: Relay, id: i64) {
     }
 }
 
-/// The session, if it runs on this instance. One this instance owns and holds only as a
-/// mirror (it just took it over, or is taking it back) is adopted first, or its adoption
-/// running now is waited for, so the command meets the session as adopted: its log caught
-/// up, its cut turn closed, its requests declined.
-impl Relay {
+impl Clustered {
+    /// The session, if it runs on this instance. One this instance owns and holds only as a
+    /// mirror (it just took it over, or is taking it back) is adopted first, or its adoption
+    /// running now is waited for, so the command meets the session as adopted: its log caught
+    /// up, its cut turn closed, its requests declined.
     pub(crate) async fn here(
         &self,
+        relay: &Relay,
         session: &str,
     ) -> Result<crate::session::SessionHandle, RelayError> {
-        let relay = self;
         let me = relay.instance_id().unwrap_or_default().to_owned();
         let h = relay.session(session).await?;
         if !h.remote {

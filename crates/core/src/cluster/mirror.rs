@@ -51,7 +51,7 @@ pub(crate) async fn sync_task(inner: Weak<RelayInner>) {
     loop {
         let cluster = {
             let Some(inner) = inner.upgrade() else { return };
-            let Some(c) = inner.cluster.get().cloned() else {
+            let Some(c) = inner.cluster() else {
                 return;
             };
             c

@@ -8,7 +8,8 @@
 //! - [`lease`]: joining, renewing, taking over, and what a fenced instance does.
 //! - [`listen`]: the notification loop and the catch-up of mirrors.
 //! - [`mirror`]: mirrors of other instances' sessions, and promoting one when it is adopted.
-//! - [`mailbox`]: commands for a session's owner, sent and served.
+//! - [`mailbox`]: operations for a session's owner, sent and served.
+//! - [`placement`]: the cluster as the relay's [`crate::placement::Placement`].
 //! - [`standing`]: whether this instance can take work now (it holds its lease and Postgres
 //!   takes its writes), and waiting for what it acknowledges to be stored.
 //! - [`sql`]: the queries.
@@ -18,6 +19,7 @@ mod lease;
 mod listen;
 mod mailbox;
 mod mirror;
+mod placement;
 mod route;
 mod sql;
 mod standing;
@@ -35,7 +37,8 @@ use crate::relay::Relay;
 use crate::store::Fence;
 
 pub use lease::default_instance_id;
-pub(crate) use lease::{join, leave, start, stop, take_over_now};
+pub(crate) use lease::{join, start, take_over_now};
+pub(crate) use placement::Clustered;
 pub use standing::Standing;
 
 /// How a relay on Postgres takes part in a cluster.
@@ -168,9 +171,24 @@ pub struct InstanceView {
     pub taken_by: Option<String>,
 }
 
+impl crate::relay::RelayInner {
+    /// This relay's part in a cluster, when it is placed in one.
+    pub(crate) fn cluster(&self) -> Option<Arc<Cluster>> {
+        let placed = self.placement.get()?.as_any().downcast_ref::<Clustered>()?;
+        Some(placed.0.clone())
+    }
+}
+
 impl Relay {
+    /// This relay's part in a cluster, when it is placed in one.
     pub(crate) fn cluster(&self) -> Option<&Arc<Cluster>> {
-        self.inner.cluster.get()
+        let placed = self
+            .inner
+            .placement
+            .get()?
+            .as_any()
+            .downcast_ref::<Clustered>()?;
+        Some(&placed.0)
     }
 
     /// The cluster as this instance sees it, its own standing first (known without Postgres)
