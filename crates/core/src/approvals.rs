@@ -123,7 +123,7 @@ impl Relay {
         };
         self.inner.store.upsert_rule(&record(&rule)).await?;
         rules.put(Compiled::new(rule.clone()).map_err(RelayError::Rule)?);
-        crate::cluster::rules_changed(self).await;
+        self.placement().rules_changed().await;
         tracing::info!(rule = %rule.spec.name, action = rule.spec.action.as_str(), "rule saved");
         Ok(rule)
     }
@@ -139,7 +139,7 @@ impl Relay {
             Some(_) => {
                 self.inner.store.delete_rule(name).await?;
                 rules.remove(name);
-                crate::cluster::rules_changed(self).await;
+                self.placement().rules_changed().await;
                 tracing::info!(rule = %name, "rule deleted");
                 Ok(())
             }

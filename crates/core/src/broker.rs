@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use codex_relay_codex::{AppServer, IncomingRequest, Responder};
 use codex_relay_protocol::v2::{FileUpdateChange, UserInput};
-use serde::Serialize;
 
 use crate::answer::{self, Answer, Decision};
 use crate::decider::Decider;
+pub use crate::decider::Resolution;
 use crate::error::RelayError;
 use crate::event::{Ev, Origin};
 use crate::ids::{now_ms, random_id};
@@ -32,18 +32,6 @@ fn record(view: &PendingView, resolution: Option<&Resolution>) -> PendingRecord 
         request: serde_json::to_string(view).unwrap_or_default(),
         resolution: resolution.map(|r| serde_json::to_string(r).unwrap_or_default()),
     }
-}
-
-/// How a pending request ended.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Resolution {
-    pub id: String,
-    pub decision: Decision,
-    /// Who answered: a front (by its name), the deadline, Codex going away, the session
-    /// closing, the relay restarting or shutting down.
-    pub by: Decider,
-    pub reason: Option<String>,
 }
 
 struct Entry {

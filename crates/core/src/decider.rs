@@ -1,7 +1,8 @@
 //! Who decides a pending request, typed: a person through one of the relay's fronts or an
 //! answer link, a library caller, a rule, the deadline, or the relay itself. Every answer is
 //! given with one ([`crate::relay::Relay::respond`]); the log records it as the word clients
-//! have always seen (`http`, `mcp`, `answer-link`, `rule:<name>`, `timeout`, ...).
+//! have always seen (`http`, `mcp`, `answer-link`, `rule:<name>`, `timeout`, ...), and how a
+//! request ended ([`Resolution`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -231,4 +232,16 @@ mod tests {
             assert!(bad.refusal().is_some(), "{bad:?}");
         }
     }
+}
+
+/// How a pending request ended.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resolution {
+    pub id: String,
+    pub decision: crate::answer::Decision,
+    /// Who answered: a front (by its name), the deadline, Codex going away, the session
+    /// closing, the relay restarting or shutting down.
+    pub by: Decider,
+    pub reason: Option<String>,
 }

@@ -145,6 +145,11 @@ pub(crate) trait Placement: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
+    /// Tells the other places that the rules changed (each reads them again from the store).
+    fn rules_changed(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
     /// Stops the place's tasks (shutdown without the database).
     fn stop(&self) {}
 

@@ -127,6 +127,10 @@ impl Placement for Clustered {
         Box::pin(super::mirror::catch_up(relay, id))
     }
 
+    fn rules_changed(&self) -> BoxFuture<'_, ()> {
+        Box::pin(super::rules_changed(&self.0))
+    }
+
     fn stop(&self) {
         self.0.stop.send_replace(true);
     }
