@@ -39,6 +39,7 @@ pub mod error;
 pub mod event;
 pub mod feed;
 pub mod follow;
+pub mod glob;
 mod ids;
 pub mod links;
 pub mod logged_in;

@@ -180,12 +180,13 @@ fn module(name: &str) -> PathBuf {
     }
 }
 
-/// Core's ground floor (docs/ARCHITECTURE.md, "Floors inside core"): ids, time, the events,
+/// Core's ground floor (docs/ARCHITECTURE.md, "Floors inside core"): ids, time, globs, the events,
 /// answers and deciders, pending requests and their option words, and the small settings types.
 /// It imports nothing above it, so everything else can build on it.
 const GROUND: &[&str] = &[
     "ids",
     "time",
+    "glob",
     "event",
     "answer",
     "decider",
