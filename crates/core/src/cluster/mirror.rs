@@ -247,7 +247,9 @@ pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), Rela
     catch_up(relay, id).await?;
     let shared = handle.shared.clone();
     shared.own();
-    crate::recovery::settle_adopted(relay, &shared, why).await?;
+    let inner = &relay.inner;
+    crate::recovery::settle_adopted(&inner.store, &inner.broker, &inner.servers, &shared, why)
+        .await?;
     let adopted = relay.spawn_session(shared.clone(), None, &[], None);
     let fence = relay.cluster().map(|c| c.fence.clone());
     if fence.is_some_and(|f| f.is_lost() || f.epoch() != epoch) {

@@ -247,6 +247,13 @@ fn only_the_placement_names_the_cluster() {
     assert!(naming.is_empty(), "these name the cluster: {naming:?}");
 }
 
+/// Recovery works on narrow handles (the store, the broker, the pool), never the relay.
+#[test]
+fn recovery_names_no_relay() {
+    let refs = references(&module("recovery"));
+    assert!(!refs.contains("relay"), "recovery imports {refs:?}");
+}
+
 #[test]
 fn session_broker_and_relay_form_no_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
