@@ -13,7 +13,7 @@ use crate::decider::Decider;
 use crate::error::RelayError;
 use crate::op::Op;
 use crate::relay::Relay;
-use crate::session::{SayOutcome, SessionHandle, SessionShared};
+use crate::session::{ActorOp, SayOutcome, SessionHandle, SessionShared};
 
 /// A session placed elsewhere, and the first turn it started (for a new one).
 pub(crate) type Placed = (SessionHandle, Option<SayOutcome>);
@@ -240,6 +240,23 @@ impl Relay {
     /// one relay, the same as `status`.
     pub async fn find(&self, id: &str) -> Result<crate::session::SessionSnapshot, RelayError> {
         Ok(self.known_anywhere(id).await?.snapshot())
+    }
+
+    /// Place, then run: a session verb's whole path when it needs nothing more. The place must
+    /// be able to store the work; the session is found wherever it runs, the operation runs
+    /// there (this instance's actor, or carried to the owner), and the caller hears of it once
+    /// what it wrote is stored. A new verb is its operation in op.rs, its runner in
+    /// session/actor.rs and the front that offers it, calling this.
+    pub(crate) async fn place_and_run<O: ActorOp>(&self, op: O) -> Result<O::Reply, RelayError> {
+        self.check_writable()?;
+        let handle = self
+            .known_anywhere(op.session().unwrap_or_default())
+            .await?;
+        let reply = handle.run(op).await?;
+        if !handle.remote {
+            self.confirm_stored().await?;
+        }
+        Ok(reply)
     }
 
     /// Runs a carried operation's session here (see [`Placement::here`]).

@@ -493,15 +493,10 @@ impl Relay {
         Ok(said)
     }
 
+    /// Interrupts the running turn; `false` when none was running.
     pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {
-        self.check_writable()?;
-        let handle = self.known_anywhere(id).await?;
-        if handle.remote {
-            return handle.interrupt().await;
-        }
-        let interrupted = handle.interrupt().await?;
-        self.confirm_stored().await?;
-        Ok(interrupted)
+        let session = id.to_owned();
+        self.place_and_run(crate::op::Interrupt { session }).await
     }
 
     /// Ends a session; `force` does not wait for the running turn to stop.

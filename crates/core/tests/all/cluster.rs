@@ -1,6 +1,6 @@
 //! Two engines on one Postgres, no binary (beside the binary's cluster tests): a session runs on
 //! one instance, the other mirrors it from the committed log and carries what its callers ask
-//! (an answer, a message, a close) to the owner through the placement seam, as typed
+//! (an answer, a message, an interrupt, a close) to the owner through the placement seam, as typed
 //! operations; every answer is recorded with its typed decider.
 
 use std::time::Duration;
@@ -116,6 +116,10 @@ async fn answers_says_and_closes_through_the_owner(version: &'static str) {
         })
         .await;
     assert_eq!(snap.result, Some(serde_json::json!("second turn")));
+
+    // An interrupt through the other instance asks the owner, where no turn runs now.
+    let interrupted = other.interrupt(&id).await.expect("the owner answers");
+    assert!(!interrupted, "no turn was running on the owner");
 
     // A close through the other instance closes it on the owner.
     other.close(&id, false).await.expect("the owner closes it");
