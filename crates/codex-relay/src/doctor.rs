@@ -73,7 +73,13 @@ async fn check_store(target: &str) -> bool {
                     note.fault
                 );
             }
-            for i in &r.cluster {
+            let cluster = if r.backend == "postgres" {
+                codex_relay_core::cluster::instances_at(target, std::time::Duration::from_secs(3))
+                    .await
+            } else {
+                Vec::new()
+            };
+            for i in &cluster {
                 println!(
                     "cluster:         instance {} ({}, epoch {}): {} session(s), lease {} ({} ms since renewed){}{}",
                     i.id,

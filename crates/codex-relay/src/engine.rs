@@ -25,13 +25,13 @@ pub struct EngineArgs {
     #[arg(long, env = "CODEX_RELAY_DB")]
     pub db: Option<String>,
     /// How long an approval or question waits for an answer before it is declined.
-    #[arg(long, env = "APPROVAL_TIMEOUT_MS", default_value_t = 300_000)]
+    #[arg(long, env = "APPROVAL_TIMEOUT_MS", default_value_t = codex_relay_core::config::DEFAULT_APPROVAL_TIMEOUT_MS)]
     pub approval_timeout_ms: u64,
     /// Sessions open at once.
-    #[arg(long, env = "MAX_SESSIONS", default_value_t = 32)]
+    #[arg(long, env = "MAX_SESSIONS", default_value_t = codex_relay_core::config::DEFAULT_MAX_SESSIONS)]
     pub max_sessions: usize,
     /// Events per session kept in memory (older ones are read from the store).
-    #[arg(long, env = "EVENT_BUFFER_SIZE", default_value_t = 1000)]
+    #[arg(long, env = "EVENT_BUFFER_SIZE", default_value_t = codex_relay_core::config::DEFAULT_EVENT_BUFFER)]
     pub event_buffer: usize,
     /// Crashes (or failed starts) of Codex within the crash window after which codex-relay
     /// stops restarting it and calls fail with a `codex_crash_loop` error.

@@ -235,7 +235,12 @@ fn answer_approval(ctx: &RunCtx, view: &PendingView) {
         let answer = decision.answer();
         match ctx
             .relay
-            .respond(ctx.handle.id(), &view.id, answer, "library")
+            .respond(
+                ctx.handle.id(),
+                &view.id,
+                answer,
+                codex_relay_core::Decider::library("library"),
+            )
             .await
         {
             Ok(_) => {}
@@ -258,7 +263,16 @@ fn answer_question(ctx: &RunCtx, view: PendingView, question: Question) {
         };
         let (session, id) = (ctx.handle.id(), view.id.as_str());
         let sent = match answer.engine() {
-            Ok(answer) => ctx.relay.respond(session, id, answer, "library").await,
+            Ok(answer) => {
+                ctx.relay
+                    .respond(
+                        session,
+                        id,
+                        answer,
+                        codex_relay_core::Decider::library("library"),
+                    )
+                    .await
+            }
             Err(message) => Err(codex_relay_core::RelayError::InvalidAnswer {
                 id: id.to_owned(),
                 message,
@@ -269,7 +283,16 @@ fn answer_question(ctx: &RunCtx, view: PendingView, question: Question) {
             Err(codex_relay_core::RelayError::InvalidAnswer { message, .. }) => {
                 tracing::warn!(request = %id, "the question callback's answer does not fit ({message}); declining");
                 let decline = codex_relay_core::Answer::Deny { reason: None };
-                if let Err(e) = ctx.relay.respond(session, id, decline, "library").await {
+                if let Err(e) = ctx
+                    .relay
+                    .respond(
+                        session,
+                        id,
+                        decline,
+                        codex_relay_core::Decider::library("library"),
+                    )
+                    .await
+                {
                     tracing::debug!(request = %id, "decline not sent: {e}");
                 }
             }

@@ -63,7 +63,8 @@ impl PendingKind {
     }
 }
 
-/// The options an approval offers, in the words fronts show.
+/// The options every approval offers, in the words fronts show (a command approval with a prefix
+/// Codex proposed also offers `approve with codex rule`: see [`crate::options`]).
 pub const APPROVAL_OPTIONS: &[&str] = &["approve", "approve for session", "deny", "cancel"];
 
 /// For how long an approval holds.

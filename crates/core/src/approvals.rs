@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::answer::Answer;
 use crate::broker::{PendingView, Resolution};
+use crate::decider::Decider;
 use crate::error::RelayError;
 use crate::ids::now_ms;
 use crate::links::LinkError;
@@ -13,10 +14,6 @@ use crate::pending::PendingDetails;
 use crate::relay::Relay;
 use crate::rules::{Action, Compiled, Rule, RuleError, RuleSpec, Rules, Source};
 use crate::store::{RuleRecord, Store};
-use crate::views::ResolvedBy;
-
-/// Who answered through an answer link.
-pub const ANSWER_LINK: &str = "answer-link";
 
 fn record(rule: &Rule) -> RuleRecord {
     RuleRecord {
@@ -126,7 +123,7 @@ impl Relay {
         };
         self.inner.store.upsert_rule(&record(&rule)).await?;
         rules.put(Compiled::new(rule.clone()).map_err(RelayError::Rule)?);
-        crate::cluster::rules_changed(self).await;
+        self.placement().rules_changed().await;
         tracing::info!(rule = %rule.spec.name, action = rule.spec.action.as_str(), "rule saved");
         Ok(rule)
     }
@@ -142,7 +139,7 @@ impl Relay {
             Some(_) => {
                 self.inner.store.delete_rule(name).await?;
                 rules.remove(name);
-                crate::cluster::rules_changed(self).await;
+                self.placement().rules_changed().await;
                 tracing::info!(rule = %name, "rule deleted");
                 Ok(())
             }
@@ -274,24 +271,34 @@ impl Relay {
             .check(&self.inner.store, request_id, token)
             .await?;
         self.open_request(request_id, &row.session_id)?;
-        if !self.inner.links.consume(&self.inner.store, token).await? {
-            return Err(LinkError::Used);
-        }
-        self.inner
-            .broker
-            .answer(
-                &row.session_id,
-                request_id,
-                answer,
-                ResolvedBy::Front(ANSWER_LINK.into()),
-            )
+        // Through the door like any answer: carried to the session's owner in a cluster. The
+        // request takes one answer, so the link is marked used once its answer was taken; an
+        // answer not confirmed (the store down, the owner silent: it may still take it later)
+        // leaves it usable, and using it again answers or says who answered, never twice.
+        let by = Decider::AnswerLink;
+        let resolution = self
+            .decide(&row.session_id, request_id, answer, by)
             .await
             .map_err(|e| match e {
                 RelayError::AlreadyResolved { decision, by, .. } => {
                     LinkError::AlreadyAnswered { decision, by }
                 }
-                _ => LinkError::Gone,
-            })
+                RelayError::UnknownRequest { .. } | RelayError::UnknownSession(_) => {
+                    LinkError::Gone
+                }
+                RelayError::InvalidAnswer { .. } => LinkError::Invalid,
+                other => LinkError::NotTaken(other.to_string()),
+            })?;
+        match self.inner.links.consume(&self.inner.store, token).await {
+            Ok(true) => {}
+            // Used by a racing post whose answer lost to this one: the request is answered.
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                request = %request_id,
+                "an answer link answered but could not be marked used (its request is answered, so it answers nothing more): {e}"
+            ),
+        }
+        Ok(resolution)
     }
 
     /// Forgets answer links that expired over a day ago (their requests are long resolved).

@@ -10,16 +10,16 @@ use std::time::Duration;
 
 use codex_relay_codex::{AppServer, IncomingRequest, Responder};
 use codex_relay_protocol::v2::{FileUpdateChange, UserInput};
-use serde::Serialize;
 
 use crate::answer::{self, Answer, Decision};
+use crate::decider::Decider;
+pub use crate::decider::Resolution;
 use crate::error::RelayError;
 use crate::event::{Ev, Origin};
 use crate::ids::{now_ms, random_id};
 pub use crate::pending::{PendingDetails, PendingView};
 use crate::rules::{Action, RuleContext, RuleInput, Rules, Ruling};
 use crate::store::{PendingRecord, Store};
-use crate::views::ResolvedBy;
 
 /// The store row for a request, resolved or not.
 fn record(view: &PendingView, resolution: Option<&Resolution>) -> PendingRecord {
@@ -34,18 +34,6 @@ fn record(view: &PendingView, resolution: Option<&Resolution>) -> PendingRecord 
     }
 }
 
-/// How a pending request ended.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Resolution {
-    pub id: String,
-    pub decision: Decision,
-    /// Who answered: a front (by its name), the deadline, Codex going away, the session
-    /// closing, the relay restarting or shutting down.
-    pub by: ResolvedBy,
-    pub reason: Option<String>,
-}
-
 struct Entry {
     /// Opening order: requests opened in the same millisecond still list oldest first.
     order: u64,
@@ -53,6 +41,42 @@ struct Entry {
     responder: Responder,
     session: Arc<dyn PendingSink>,
     server: Weak<AppServer>,
+    /// Shown as open to the session (a rule answers a request before it is shown).
+    shown: bool,
+}
+
+/// How a request ends: Codex's reply (its reason already passed to the model, or not yet), or
+/// failing closed with a reason.
+enum Ending {
+    Reply {
+        reply: answer::Reply,
+        reason_passed: bool,
+    },
+    FailClosed(String),
+}
+
+/// What the model is told with a denial's reason, ahead of the decline.
+fn reason_text(by: &Decider, question: &str, reason: &str) -> String {
+    match by {
+        Decider::Rule(rule) => format!(
+            "The relay's rule {:?} denied this request ({question}). Reason: {reason}",
+            rule.name()
+        ),
+        _ => format!("I denied this request ({question}). Reason: {reason}"),
+    }
+}
+
+/// Passes a denial's reason to the running turn (`turn/steer`).
+async fn pass_reason(server: &AppServer, view: &PendingView, text: String) {
+    let Some(turn) = &view.turn else {
+        return;
+    };
+    if let Err(e) = server
+        .steer(view.thread_id(), turn, &[UserInput::text(text)])
+        .await
+    {
+        tracing::warn!(session = %view.session_id, "could not pass the denial reason to the model: {e}");
+    }
 }
 
 /// Where a session's open requests are shown (its state and log): the broker tells it when one
@@ -176,6 +200,7 @@ impl Broker {
                 responder: incoming.responder,
                 session: session.clone(),
                 server,
+                shown: true,
             };
             st.open.insert(view.id.clone(), entry);
         }
@@ -208,51 +233,31 @@ impl Broker {
                 })),
             },
         };
-        let reply = match answer::reply(incoming.request(), answer) {
-            Ok(reply) => reply,
+        let by = Decider::rule(&ruling.rule);
+        let ending = match answer::reply(incoming.request(), answer) {
+            Ok(reply) => Ending::Reply {
+                reply,
+                reason_passed: false,
+            },
+            // Rules only ever answer approvals, which take both answers.
             Err(e) => {
-                // Rules only ever answer approvals, which take both answers.
                 tracing::error!(rule = %ruling.rule, "a rule's answer did not fit: {e}");
-                incoming
-                    .responder
-                    .fail_closed("a rule's answer did not fit");
-                return;
+                Ending::FailClosed("a rule's answer did not fit".into())
             }
-        };
-        let resolution = Resolution {
-            id: view.id.clone(),
-            decision: reply.decision.clone(),
-            by: ResolvedBy::rule(&ruling.rule),
-            reason: reply.reason.clone(),
         };
         tracing::info!(session = %session.session_id(), request = %view.id, rule = %ruling.rule,
-            decision = resolution.decision.as_str(), "answered by a rule");
-        self.inner
-            .store
-            .upsert_pending(record(&view, Some(&resolution)));
-        session.ruled(&view, crate::event::request_ruled(&resolution, &view));
-        self.lock().remember(resolution);
-        let responder = incoming.responder;
-        match (&reply.reason, server.upgrade(), &view.turn) {
-            (Some(reason), Some(server), Some(turn)) => {
-                let text = format!(
-                    "The relay's rule {:?} denied this request ({}). Reason: {reason}",
-                    ruling.rule, view.question
-                );
-                let thread = view.thread_id().to_owned();
-                let turn = turn.clone();
-                // Never on the session's loop: the steer is a call to Codex.
-                tokio::spawn(async move {
-                    if let Err(e) = server.steer(&thread, &turn, &[UserInput::text(text)]).await {
-                        tracing::warn!("could not pass a rule's reason to the model: {e}");
-                    }
-                    responder.respond(reply.result);
-                });
-            }
-            _ => {
-                responder.respond(reply.result);
-            }
-        }
+            "answered by a rule");
+        let entry = Entry {
+            order: 0,
+            view,
+            responder: incoming.responder,
+            session: session.clone(),
+            server,
+            shown: false,
+        };
+        let resolution = resolution_of(&entry, &ending, by);
+        self.lock().remember(resolution.clone());
+        self.settle(entry, ending, resolution);
     }
 
     /// Answers a pending request. The first answer wins; later ones get `AlreadyResolved`.
@@ -261,7 +266,7 @@ impl Broker {
         session_id: &str,
         id: &str,
         answer: Answer,
-        by: ResolvedBy,
+        by: Decider,
     ) -> Result<Resolution, RelayError> {
         let (entry, reply) = {
             let mut st = self.lock();
@@ -290,60 +295,39 @@ impl Broker {
                 by,
                 reason: reply.reason.clone(),
             };
-            (
-                st.take(id, &resolution).expect("present"),
-                (reply, resolution),
-            )
+            let entry = st.take(id, &resolution).expect("present");
+            (entry, (reply, resolution))
         };
         let (reply, resolution) = reply;
         // A denial's reason goes to the model as input to the running turn, ahead of the
         // decline, so the model's next request carries both.
-        if let (Some(reason), Some(server), Some(turn)) =
-            (&reply.reason, entry.server.upgrade(), &entry.view.turn)
-        {
-            let text = format!(
-                "I denied this request ({}). Reason: {reason}",
-                entry.view.question
-            );
-            if let Err(e) = server
-                .steer(entry.view.thread_id(), turn, &[UserInput::text(text)])
-                .await
-            {
-                tracing::warn!(session = %entry.session.session_id(), "could not pass the denial reason to the model: {e}");
-            }
+        if let (Some(reason), Some(server)) = (&reply.reason, entry.server.upgrade()) {
+            let text = reason_text(&resolution.by, &entry.view.question, reason);
+            pass_reason(&server, &entry.view, text).await;
         }
-        let Entry {
-            view,
-            responder,
-            session,
-            ..
-        } = entry;
-        if !responder.respond(reply.result) {
-            tracing::warn!(id, "the answer could not be sent: Codex is gone");
-        }
-        self.record_parts(&view, &session, &resolution);
-        Ok(resolution)
+        let ending = Ending::Reply {
+            reply,
+            reason_passed: true,
+        };
+        Ok(self.settle(entry, ending, resolution))
     }
 
     /// Resolves one request fail-closed (decline / error) if it is still open.
-    pub fn fail_closed(&self, id: &str, by: ResolvedBy, why: &str) {
-        let taken = {
-            let mut st = self.lock();
-            st.take_fail_closed(id, by, why)
-        };
-        if let Some((entry, resolution)) = taken {
-            self.finish_fail_closed(entry, resolution, why);
+    pub fn fail_closed(&self, id: &str, by: Decider, why: &str) {
+        let taken = self.lock().take_fail_closed(id, by, why);
+        if let Some((entry, ending, resolution)) = taken {
+            self.settle(entry, ending, resolution);
         }
     }
 
     /// Resolves every open request of a session fail-closed.
-    pub fn fail_session(&self, session_id: &str, by: ResolvedBy, why: &str) {
+    pub fn fail_session(&self, session_id: &str, by: Decider, why: &str) {
         self.fail_where(|v| v.session_id == session_id, by, why);
     }
 
     /// Resolves the open requests of one turn (of the session's thread or of one of its
     /// sub-agents) fail-closed: the turn ended, so nobody can act on them any more.
-    pub fn fail_turn(&self, session_id: &str, turn: &str, by: ResolvedBy, why: &str) {
+    pub fn fail_turn(&self, session_id: &str, turn: &str, by: Decider, why: &str) {
         self.fail_where(
             |v| v.session_id == session_id && v.turn.as_deref() == Some(turn),
             by,
@@ -351,8 +335,8 @@ impl Broker {
         );
     }
 
-    fn fail_where(&self, pick: impl Fn(&PendingView) -> bool, by: ResolvedBy, why: &str) {
-        let entries: Vec<(Entry, Resolution)> = {
+    fn fail_where(&self, pick: impl Fn(&PendingView) -> bool, by: Decider, why: &str) {
+        let taken: Vec<_> = {
             let mut st = self.lock();
             let ids: Vec<String> = st
                 .open
@@ -364,29 +348,63 @@ impl Broker {
                 .filter_map(|id| st.take_fail_closed(id, by.clone(), why))
                 .collect()
         };
-        for (entry, resolution) in entries {
-            self.finish_fail_closed(entry, resolution, why);
+        for (entry, ending, resolution) in taken {
+            self.settle(entry, ending, resolution);
         }
     }
 
-    fn finish_fail_closed(&self, entry: Entry, resolution: Resolution, why: &str) {
+    /// Ends a request, whoever decided it (a person, a link, a library caller, a rule, the
+    /// deadline, the relay failing closed): the one place that records how it ended (its row,
+    /// the session's `request-resolved`, the answers remembered) and sends Codex its reply. A
+    /// denial's reason not yet passed to the model is passed first, off the caller's task.
+    ///
+    /// The broker already remembers `resolution` (`State::take`): a request is open or
+    /// resolved to whoever looks, never neither.
+    fn settle(&self, entry: Entry, ending: Ending, resolution: Resolution) -> Resolution {
         let Entry {
             view,
             responder,
             session,
             server,
+            shown,
             ..
         } = entry;
-        responder.fail_closed(why);
-        self.record_parts(&view, &session, &resolution);
-        drop(server);
-    }
-
-    /// Stores the resolution and logs it in the session (the broker already remembers it:
-    /// `State::take`).
-    fn record_parts(&self, view: &PendingView, session: &Arc<dyn PendingSink>, r: &Resolution) {
-        self.inner.store.upsert_pending(record(view, Some(r)));
-        session.remove_pending(&r.id, crate::event::request_resolved(r));
+        self.inner
+            .store
+            .upsert_pending(record(&view, Some(&resolution)));
+        if shown {
+            session.remove_pending(&view.id, crate::event::request_resolved(&resolution));
+        } else {
+            session.ruled(&view, crate::event::request_ruled(&resolution, &view));
+        }
+        match ending {
+            Ending::FailClosed(why) => {
+                responder.fail_closed(&why);
+            }
+            Ending::Reply {
+                reply,
+                reason_passed: false,
+            } if reply.reason.is_some() && view.turn.is_some() => {
+                let text = reason_text(
+                    &resolution.by,
+                    &view.question,
+                    reply.reason.as_deref().unwrap_or_default(),
+                );
+                // Never on the caller's task (a session's loop): the steer is a call to Codex.
+                tokio::spawn(async move {
+                    if let Some(server) = server.upgrade() {
+                        pass_reason(&server, &view, text).await;
+                    }
+                    responder.respond(reply.result);
+                });
+            }
+            Ending::Reply { reply, .. } => {
+                if !responder.respond(reply.result) {
+                    tracing::warn!(id = %view.id, "the answer could not be sent: Codex is gone");
+                }
+            }
+        }
+        resolution
     }
 
     /// Open requests, optionally of one session.
@@ -426,38 +444,49 @@ impl Broker {
     }
 }
 
+/// How `entry` ends with `ending`, decided by `by`.
+fn resolution_of(entry: &Entry, ending: &Ending, by: Decider) -> Resolution {
+    let (decision, reason) = match ending {
+        Ending::Reply { reply, .. } => (reply.decision.clone(), reply.reason.clone()),
+        Ending::FailClosed(why) => (
+            if entry.responder.request().fail_closed(why).is_ok() {
+                Decision::Deny
+            } else {
+                Decision::Error
+            },
+            Some(why.clone()),
+        ),
+    };
+    Resolution {
+        id: entry.view.id.clone(),
+        decision,
+        by,
+        reason,
+    }
+}
+
 impl State {
     /// Takes request `id` out of the open ones and remembers how it ended, in one step: a
-    /// request is always either open or resolved to anyone who looks, even while its answer
-    /// is still on the way to Codex (a late answer gets `AlreadyResolved`, never "unknown").
+    /// request is always either open or resolved to whoever looks, even while its answer is
+    /// still on the way to Codex (a late answer gets `AlreadyResolved`, never "unknown").
     fn take(&mut self, id: &str, resolution: &Resolution) -> Option<Entry> {
         let entry = self.open.remove(id)?;
         self.remember(resolution.clone());
         Some(entry)
     }
 
-    /// Takes request `id` out, resolved fail-closed: declined, or an error where the request
+    /// Takes request `id` out, ending fail-closed: declined, or an error where the request
     /// has no decline.
     fn take_fail_closed(
         &mut self,
         id: &str,
-        by: ResolvedBy,
+        by: Decider,
         why: &str,
-    ) -> Option<(Entry, Resolution)> {
-        let entry = self.open.get(id)?;
-        let decision = if entry.responder.request().fail_closed(why).is_ok() {
-            Decision::Deny
-        } else {
-            Decision::Error
-        };
-        let resolution = Resolution {
-            id: id.to_owned(),
-            decision,
-            by,
-            reason: Some(why.into()),
-        };
+    ) -> Option<(Entry, Ending, Resolution)> {
+        let ending = Ending::FailClosed(why.to_owned());
+        let resolution = resolution_of(self.open.get(id)?, &ending, by);
         let entry = self.take(id, &resolution)?;
-        Some((entry, resolution))
+        Some((entry, ending, resolution))
     }
 
     fn remember(&mut self, r: Resolution) {
@@ -479,11 +508,7 @@ async fn expire(broker: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
             let broker = Broker { inner };
             for id in broker.inner.deadlines.due(tokio::time::Instant::now()) {
                 // A no-op for requests answered in time.
-                broker.fail_closed(
-                    &id,
-                    ResolvedBy::Timeout,
-                    "nobody answered before the deadline",
-                );
+                broker.fail_closed(&id, Decider::Timeout, "nobody answered before the deadline");
             }
             broker.inner.deadlines.next()
         };

@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, 
 
 use super::*;
 use crate::answer::{Answer, Decision, Scope};
+use crate::decider::Front;
 
 /// Records what the broker tells the session.
 #[derive(Default)]
@@ -117,8 +118,8 @@ async fn broker(dir: &tempfile::TempDir, timeout: Duration) -> Broker {
     Broker::new(timeout, store)
 }
 
-fn mcp() -> ResolvedBy {
-    ResolvedBy::Front("mcp".into())
+fn mcp() -> Decider {
+    Decider::Person(Front::Mcp)
 }
 
 #[tokio::test]
@@ -181,7 +182,7 @@ async fn the_first_answer_wins_and_is_the_one_codex_gets() {
             "s1",
             &view.id,
             Answer::deny("too late"),
-            ResolvedBy::Front("http".into()),
+            Decider::Person(Front::Http),
         )
         .await;
     match late {
@@ -318,7 +319,7 @@ async fn a_turns_end_declines_its_requests_and_leaves_the_others() {
     let old = broker.open(&sink, Weak::new(), old, None, None);
     let new = wire.ask("make test", "u2").await;
     let new = broker.open(&sink, Weak::new(), new, None, None);
-    broker.fail_turn("s1", "u1", ResolvedBy::TurnEnded, "the turn ended");
+    broker.fail_turn("s1", "u1", Decider::TurnEnded, "the turn ended");
     assert_eq!(wire.answer().await, (1, json!({"decision": "decline"})));
     let open: Vec<String> = broker
         .pending(Some("s1"))
@@ -357,7 +358,7 @@ async fn a_request_on_its_way_out_is_open_or_resolved_to_whoever_looks() {
         .answer("s1", &answered.id, Answer::approve(), mcp())
         .await
         .unwrap();
-    broker.fail_turn("s1", "u1", ResolvedBy::TurnEnded, "the turn ended");
+    broker.fail_turn("s1", "u1", Decider::TurnEnded, "the turn ended");
     // At each moment the session heard of an ending, the broker knew the request's fate.
     assert_eq!(
         *sink.seen.lock().unwrap(),

@@ -20,11 +20,11 @@ impl Relay {
         if let Some(p) = self.pending_by_id(request_id) {
             return Some(p);
         }
-        let (session, None) = self.stored_request(request_id, true).await? else {
+        let (session, None) = self.placement().stored_request(request_id, true).await? else {
             return None;
         };
         if self.session(&session).await.ok()?.remote
-            && let Err(e) = self.catch_up_mirror(&session).await
+            && let Err(e) = self.placement().catch_up(self, &session).await
         {
             tracing::warn!(session = %session, "a mirror could not catch up: {e}");
         }
@@ -38,6 +38,7 @@ impl Relay {
     /// session it had lost); then this relay's broker.
     pub async fn not_open(&self, request_id: &str) -> RelayError {
         let stored = self
+            .placement()
             .stored_request(request_id, false)
             .await
             .and_then(|(_, r)| r);

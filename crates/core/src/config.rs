@@ -48,17 +48,25 @@ pub struct RelayConfig {
     /// (rules made over the API stay). `None` leaves the stored rules as they are.
     pub rules_file: Option<Vec<crate::rules::RuleSpec>>,
     /// With a Postgres store: this relay as one instance of a cluster (docs/CLUSTER.md).
-    pub cluster: crate::cluster::ClusterConfig,
+    pub cluster: ClusterConfig,
 }
+
+/// Sessions open at once, unless configured (`MAX_SESSIONS`).
+pub const DEFAULT_MAX_SESSIONS: usize = 32;
+/// How long a request waits for an answer before it is declined, in milliseconds, unless
+/// configured (`APPROVAL_TIMEOUT_MS`).
+pub const DEFAULT_APPROVAL_TIMEOUT_MS: u64 = 300_000;
+/// Events per session kept in memory, unless configured (`EVENT_BUFFER_SIZE`).
+pub const DEFAULT_EVENT_BUFFER: usize = 1000;
 
 impl RelayConfig {
     pub fn new(codex: AppServerConfig, store: impl Into<String>) -> Self {
         Self {
             codex,
             store: store.into(),
-            max_sessions: 32,
-            approval_timeout: Duration::from_millis(300_000),
-            event_buffer: 1000,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            approval_timeout: Duration::from_millis(DEFAULT_APPROVAL_TIMEOUT_MS),
+            event_buffer: DEFAULT_EVENT_BUFFER,
             // Raw lines are stored in chunks of up to RAW_CHUNK lines; 1000 chunks per session
             // keep the last 1000 bursts (at most 64,000 lines).
             store_options: crate::store::StoreOptions {
@@ -111,4 +119,43 @@ pub struct CreateOptions {
     pub workspace_fingerprint: Option<String>,
     #[serde(skip)]
     pub dynamic_tools: Vec<DynamicTool>,
+}
+
+/// How a relay on Postgres takes part in a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Take part (the default for a Postgres store). Off: the relay assumes it is alone on the
+    /// database, as before clusters existed.
+    pub enabled: bool,
+    /// This instance's id (default: the host name and a random suffix).
+    pub instance_id: Option<String>,
+    /// Where other instances or a load balancer reach this one (shown, not dialled).
+    pub url: Option<String>,
+    /// How long a lease lasts without renewal; renewed every quarter of it. An instance silent
+    /// for longer is taken over.
+    pub lease: Duration,
+    /// Sessions this instance runs before new ones go to the least-loaded live instance
+    /// (default: no limit, every session starts where it was asked for).
+    pub max_load: Option<usize>,
+    /// How long a command for another instance waits for its answer.
+    pub command_timeout: Duration,
+    /// The longest the store's writer collects writes before it commits, in a cluster: other
+    /// instances see a session's events only once they are committed, so this bounds what a
+    /// remote reader waits beyond a local one (alone, the store lingers 50 ms; see
+    /// `StoreOptions::linger`). Default 5 ms.
+    pub commit_linger: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            instance_id: None,
+            url: None,
+            lease: Duration::from_secs(10),
+            max_load: None,
+            command_timeout: Duration::from_secs(60),
+            commit_linger: Duration::from_millis(5),
+        }
+    }
 }

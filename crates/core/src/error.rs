@@ -139,6 +139,7 @@ impl RelayError {
                 crate::links::LinkError::AlreadyAnswered { .. } => "already_resolved",
                 crate::links::LinkError::Gone => "request_gone",
                 crate::links::LinkError::Store(_) => "store_unavailable",
+                crate::links::LinkError::NotTaken(_) => "answer_not_taken",
             },
         }
     }

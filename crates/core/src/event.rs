@@ -151,7 +151,7 @@ pub enum Ev {
     RequestResolved {
         id: String,
         decision: crate::answer::Decision,
-        by: crate::views::ResolvedBy,
+        by: crate::decider::Decider,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
         /// The request itself, when a rule answered it as it opened (no `request-opened`
@@ -215,7 +215,7 @@ pub fn request_opened(view: &crate::pending::PendingView) -> Ev {
 }
 
 /// The `request-resolved` event for a resolution.
-pub fn request_resolved(r: &crate::broker::Resolution) -> Ev {
+pub fn request_resolved(r: &crate::decider::Resolution) -> Ev {
     Ev::RequestResolved {
         id: r.id.clone(),
         decision: r.decision.clone(),
@@ -227,7 +227,7 @@ pub fn request_resolved(r: &crate::broker::Resolution) -> Ev {
 
 /// The `request-resolved` event of a request a rule answered as it opened: it carries the
 /// request, so the log says which rule let (or kept) which command through.
-pub fn request_ruled(r: &crate::broker::Resolution, view: &crate::pending::PendingView) -> Ev {
+pub fn request_ruled(r: &crate::decider::Resolution, view: &crate::pending::PendingView) -> Ev {
     Ev::RequestResolved {
         id: r.id.clone(),
         decision: r.decision.clone(),

@@ -36,6 +36,11 @@ pub enum LinkError {
     Gone,
     #[error("the store cannot check this link: {0}")]
     Store(String),
+    /// The answer was not confirmed (the store down, the session's owner did not answer in
+    /// time: it may still take it); the link was not used. Used again, it answers, or says the
+    /// request was already answered (by this link, if the first try landed after all).
+    #[error("the answer was not confirmed ({0}); the link was not used: try again in a moment")]
+    NotTaken(String),
 }
 
 impl From<LinkError> for RelayError {

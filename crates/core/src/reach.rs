@@ -16,116 +16,11 @@ use std::path::{Path, PathBuf};
 
 use codex_relay_codex::CodexVersion;
 use codex_relay_protocol::v2::{ApprovalPolicy, FileUpdateChange, SandboxMode, ServerRequest};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
 
+pub use crate::pending::Reach;
 use crate::pending::{PendingDetails, PendingView};
 use crate::rules::RuleContext;
-
-/// What approving a request lets Codex do, as far as its sandbox goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reach {
-    /// The session has no sandbox (`danger-full-access`): nothing is widened, and what runs
-    /// has the user's full access.
-    NoSandbox,
-    /// It stays in the sandbox: a file change whose every file is inside the session's
-    /// workspace (symbolic links followed) and outside its protected directories, under
-    /// `untrusted` with `workspace-write`.
-    Sandboxed,
-    /// It runs in the sandbox first; if the sandbox blocks it, Codex runs it again outside
-    /// the sandbox without asking (`untrusted` on Codex 0.98, which refuses escalations there;
-    /// a file change that may leave the workspace).
-    OutsideIfBlocked,
-    /// It may run outside the sandbox: at once if the model asked to escalate, or when the
-    /// sandbox blocks it (commands under `untrusted` from Codex 0.169, every request under
-    /// `on-request` or `on-failure`, a retry without the sandbox, a write root beyond the
-    /// workspace, or a session whose policy or sandbox the relay does not know).
-    Outside,
-    /// It grants permissions beyond the sandbox (a permissions request, or a command that
-    /// asks for more).
-    MorePermissions,
-    /// It lets a command reach a network host the sandbox blocks.
-    Network,
-    /// It lets an MCP server go on with what it asked; MCP servers run outside the sandbox.
-    McpServer,
-}
-
-impl Reach {
-    pub const ALL: [Reach; 7] = [
-        Reach::NoSandbox,
-        Reach::Sandboxed,
-        Reach::OutsideIfBlocked,
-        Reach::Outside,
-        Reach::MorePermissions,
-        Reach::Network,
-        Reach::McpServer,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reach::NoSandbox => "no_sandbox",
-            Reach::Sandboxed => "sandboxed",
-            Reach::OutsideIfBlocked => "outside_if_blocked",
-            Reach::Outside => "outside",
-            Reach::MorePermissions => "more_permissions",
-            Reach::Network => "network",
-            Reach::McpServer => "mcp_server",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
-    /// What approving it does, in one sentence a person reads before answering (the UI
-    /// card, the MCP question, the docs).
-    pub fn text(self) -> &'static str {
-        match self {
-            Reach::NoSandbox => {
-                "This session has no sandbox: approving runs it with your user's full access."
-            }
-            Reach::Sandboxed => "Approving keeps it inside the sandbox.",
-            Reach::OutsideIfBlocked => {
-                "Approving may run it outside the sandbox: it runs in the sandbox, and if the sandbox blocks it, Codex runs it again outside the sandbox without asking."
-            }
-            Reach::Outside => {
-                "Approving may run it outside the sandbox: at once if the model asked to leave it, or when the sandbox blocks it, without asking again."
-            }
-            Reach::MorePermissions => "Approving grants permissions beyond the sandbox.",
-            Reach::Network => "Approving lets it reach a network host the sandbox blocks.",
-            Reach::McpServer => {
-                "Approving lets an MCP server go on; MCP servers run outside the sandbox."
-            }
-        }
-    }
-
-    /// Whether approving it leaves what the session already lets Codex do without asking:
-    /// false only for [`Reach::Sandboxed`] and [`Reach::NoSandbox`].
-    pub fn widens(self) -> bool {
-        !matches!(self, Reach::Sandboxed | Reach::NoSandbox)
-    }
-
-    /// Whether it may run outside the sandbox as a command or a file change (what an allow
-    /// rule with `outside_sandbox = true` may answer); never permissions, network or MCP.
-    pub fn leaves_sandbox(self) -> bool {
-        matches!(self, Reach::OutsideIfBlocked | Reach::Outside)
-    }
-}
-
-impl Serialize for Reach {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        serde_json::json!({"kind": self.as_str(), "text": self.text()}).serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Reach {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = Value::deserialize(d)?;
-        let kind = v.get("kind").unwrap_or(&v).as_str().unwrap_or_default();
-        Reach::parse(kind)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown reach {kind:?}")))
-    }
-}
+use serde_json::Value;
 
 /// The last Codex release seen to refuse a command that asks to escalate under `untrusted`
 /// ("you cannot ask for escalated permissions if the approval policy is UnlessTrusted"), so

@@ -9,7 +9,7 @@ use codex_relay_codex::AppServer;
 use codex_relay_protocol::v2::ThreadStartParams;
 use tokio::sync::mpsc;
 
-use crate::broker::{Broker, PendingView, Resolution};
+use crate::broker::{Broker, PendingView};
 use crate::error::RelayError;
 use crate::pool::{CodexProcessView, Pool};
 use crate::session::{
@@ -36,8 +36,8 @@ pub(crate) struct RelayInner {
     /// Fresh isolated copies the relay made itself for sessions continued after their copy was
     /// gone (see `workspace/resume.rs`); each removed when its session closes or the relay ends.
     pub(crate) copies: Mutex<HashMap<String, crate::workspace::Workspace>>,
-    /// This relay's part in a cluster (a Postgres store with clustering on).
-    pub(crate) cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// Where its sessions run (alone: all here; see placement.rs).
+    pub(crate) placement: std::sync::OnceLock<Arc<dyn crate::placement::Placement>>,
 }
 
 /// The engine. Cheap to clone.
@@ -73,7 +73,8 @@ impl Relay {
     /// Opens the store, brings back every stored session (dormant until the next `say`), and
     /// resolves requests left pending by a previous run as declined.
     pub async fn open(mut config: RelayConfig) -> Result<Relay, RelayError> {
-        let store = Store::open_with(&config.store, crate::cluster::store_options(&config)).await?;
+        let store =
+            Store::open_with(&config.store, crate::placement::store_options(&config)).await?;
         config.auth =
             crate::login::resolve(&mut config, &store).map_err(crate::auth::AuthError::from)?;
         let rules = crate::approvals::load_rules(&store, config.rules_file.as_deref()).await?;
@@ -99,7 +100,7 @@ impl Relay {
             feed,
             links: Default::default(),
             copies: Mutex::new(HashMap::new()),
-            cluster: Default::default(),
+            placement: Default::default(),
         });
         let relay = Relay { inner };
         let weak = Arc::downgrade(&relay.inner);
@@ -116,8 +117,8 @@ impl Relay {
         let spawn = |shared| {
             relay.spawn_session(shared, None, &[], None);
         };
-        // One instance of a cluster restores the sessions it runs; the others' are mirrored.
-        let own = crate::cluster::join(&relay).await?;
+        // Placed with others, the relay restores the sessions it runs; the others' are mirrored.
+        let own = crate::placement::join(&relay).await?;
         if own.is_some() {
             let weak = Arc::downgrade(&relay.inner);
             relay.inner.store.on_commit(move |committed| {
@@ -140,11 +141,12 @@ impl Relay {
         })
         .await?;
         // What the restore wrote (requests declined by the restart, cut turns closed) is
-        // committed before the relay answers: in a cluster readers see only committed events.
+        // committed before the relay answers: placed with others, readers see only committed
+        // events.
         if let Err(e) = relay.inner.store.flush().await {
             tracing::warn!("committing what the restore wrote failed: {e}");
         }
-        crate::cluster::start(&relay).await?;
+        crate::placement::start(&relay).await?;
         Ok(relay)
     }
 
@@ -222,8 +224,8 @@ impl Relay {
         slot: Option<SlotGuard>,
     ) -> (Actor, SessionHandle) {
         shared.attach_feed(self.inner.feed.clone());
-        // In a cluster, readers see what the store committed (session/committed.rs).
-        if self.cluster().is_some() {
+        // Placed with others, readers see what the store committed (session/committed.rs).
+        if self.placement().readers_see_committed() {
             shared.gate();
         }
         self.inner.feed.session_created(shared.snapshot());
@@ -252,7 +254,7 @@ impl Relay {
         };
         let handle = SessionHandle {
             shared,
-            cmds: tx,
+            door: crate::session::Door::Actor(tx),
             remote: false,
         };
         self.inner
@@ -269,24 +271,21 @@ impl Relay {
         opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
         self.check_policy(&opts)?;
-        // In a cluster, an instance that cannot store a session starts none.
+        // A place that cannot store a session starts none.
         self.check_writable()?;
-        // In a cluster, past this instance's load the session starts on the least loaded one.
-        if let Some(placed) = self.place_elsewhere(&opts).await? {
+        // Place, then run: the placement may start it elsewhere (e.g. a less loaded instance).
+        if let Some(placed) = self.placement().place_new(self, &opts).await? {
             return Ok(placed);
         }
-        let epoch = self.cluster_epoch();
+        let epoch = self.placement_epoch();
         let created = self
             .create_here(opts)
             .await
             .map_err(|e| self.failed_while(epoch, e))?;
         // Told to the caller only once the session (and its first message) is stored.
         match &created.1 {
-            Some(first) => {
-                self.acknowledge_turn(&created.0.shared, 0, first, epoch)
-                    .await?
-            }
-            None => self.confirm_stored(epoch).await?,
+            Some(first) => self.acknowledge_turn(&created.0.shared, 0, first).await?,
+            None => self.confirm_stored().await?,
         }
         Ok(created)
     }
@@ -327,7 +326,7 @@ impl Relay {
             .check_effective(&crate::policy::Effective::of(&started), &self.default_cwd())?;
         let id = started.thread.id.clone();
         // Recorded as this instance's before anything of it is written.
-        self.claim_new(&id).await?;
+        self.placement().claim(self, &id).await?;
         slot.name(&id);
         place.bind(&id);
         // What a later thread/resume passes again: the settings in effect, profile included.
@@ -385,21 +384,21 @@ impl Relay {
         if id.trim().is_empty() {
             return Err(RelayError::UnknownSession(id.to_owned()));
         }
-        // In a cluster another instance may run it: then it is mirrored here. Resuming it
-        // here is work this instance must be able to store.
-        if let Some(mirror) = self.route_elsewhere(id).await? {
-            return Ok(mirror);
+        // It may run elsewhere: then it is mirrored here. Resuming it here is work this place
+        // must be able to store.
+        if let Some(placed) = self.placement().locate(self, id).await? {
+            return Ok(placed);
         }
         let slot = self
             .inner
             .slots
             .claim(id)
-            .inspect_err(|_| self.unclaim(id))?;
+            .inspect_err(|_| self.placement().unclaim(id))?;
         let server = match self.inner.servers.server_for(id, None).await {
             Ok(server) => server,
             Err(e) => {
                 self.inner.servers.release(id);
-                self.unclaim(id);
+                self.placement().unclaim(id);
                 return Err(e);
             }
         };
@@ -414,7 +413,7 @@ impl Relay {
             Ok(r) => r,
             Err(e) => {
                 self.inner.servers.release(id);
-                self.unclaim(id);
+                self.placement().unclaim(id);
                 tracing::debug!(id, "thread/resume failed: {e}");
                 return Err(RelayError::from_resume(id, e));
             }
@@ -428,7 +427,7 @@ impl Relay {
             .check_effective(&crate::policy::Effective::of(&resumed), &self.default_cwd())
         {
             self.inner.servers.release(id);
-            self.unclaim(id);
+            self.placement().unclaim(id);
             return Err(e);
         }
         let state = SessionShared::fresh_state(
@@ -457,7 +456,7 @@ impl Relay {
 
     /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
     pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
-        // In a cluster, an instance that cannot store its work takes none, for any session.
+        // A place that cannot store its work takes none, for any session.
         self.check_writable()?;
         let handle = self.session(id).await?;
         if handle.remote {
@@ -484,35 +483,26 @@ impl Relay {
         self.renew_isolated_copy(&handle)?;
         // A restored (dormant) session's actor claims its slot when it is used again.
         let before = handle.shared.last_seq();
-        let epoch = self.cluster_epoch();
+        let epoch = self.placement_epoch();
         let said = handle
             .say(input)
             .await
             .map_err(|e| self.failed_while(epoch, e))?;
         // Told to the caller only once the message is stored.
-        self.acknowledge_turn(&handle.shared, before, &said, epoch)
-            .await?;
+        self.acknowledge_turn(&handle.shared, before, &said).await?;
         Ok(said)
     }
 
+    /// Interrupts the running turn; `false` when none was running.
     pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {
-        self.check_writable()?;
-        let handle = self.known_anywhere(id).await?;
-        if handle.remote {
-            return handle.interrupt().await;
-        }
-        let epoch = self.cluster_epoch();
-        let interrupted = handle.interrupt().await?;
-        self.confirm_stored(epoch).await?;
-        Ok(interrupted)
+        let session = id.to_owned();
+        self.place_and_run(crate::op::Interrupt { session }).await
     }
 
     /// Ends a session; `force` does not wait for the running turn to stop.
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
         self.check_writable()?;
         let handle = self.known_anywhere(id).await?;
-        // What the close writes is acknowledged only as stored under this epoch.
-        let epoch = self.cluster_epoch();
         // The actor frees the session's slot as it closes.
         let closed = handle.close(force).await;
         self.inner
@@ -522,7 +512,7 @@ impl Relay {
             .remove(id);
         closed?;
         if !handle.remote {
-            self.confirm_stored(epoch).await?;
+            self.confirm_stored().await?;
         }
         Ok(())
     }
@@ -539,45 +529,6 @@ impl Relay {
     /// Long-poll: waits until the session needs attention (see [`SessionHandle::wait_attention`]).
     pub async fn wait_attention(&self, id: &str, timeout: Duration) -> Result<bool, RelayError> {
         Ok(self.known_anywhere(id).await?.wait_attention(timeout).await)
-    }
-
-    /// Answers a pending request; the first answer wins.
-    pub async fn respond(
-        &self,
-        session_id: &str,
-        request_id: &str,
-        answer: crate::answer::Answer,
-        by: &str,
-    ) -> Result<Resolution, RelayError> {
-        if by.starts_with(crate::views::RULE_PREFIX) {
-            return Err(RelayError::InvalidAnswer {
-                id: request_id.to_owned(),
-                message: format!("a front cannot call itself {by:?}: `rule:` names rules"),
-            });
-        }
-        self.check_writable()?;
-        if self.known_anywhere(session_id).await?.remote {
-            return self
-                .respond_remote(session_id, request_id, answer, by)
-                .await;
-        }
-        let epoch = self.cluster_epoch();
-        if self.inner.broker.is_open(session_id, request_id) {
-            self.claim_answer(session_id, request_id, by).await?;
-        }
-        let resolution = self
-            .inner
-            .broker
-            .answer(
-                session_id,
-                request_id,
-                answer,
-                crate::views::ResolvedBy::Front(by.into()),
-            )
-            .await?;
-        // The caller hears of the answer once the log has it.
-        self.confirm_stored(epoch).await?;
-        Ok(resolution)
     }
 
     /// Open requests (of one session, or all), oldest first: this instance's from its broker,
@@ -610,7 +561,7 @@ impl Relay {
         for h in self.inner.handles() {
             self.inner.broker.fail_session(
                 h.id(),
-                crate::views::ResolvedBy::RelayShutdown,
+                crate::decider::Decider::RelayShutdown,
                 "the relay is shutting down",
             );
         }
@@ -630,8 +581,8 @@ impl Relay {
             _ = failing_too_long => {
                 tracing::error!(fault = store.stats().fault().unwrap_or_default(),
                     "the store still cannot take writes; giving up what it holds to shut down");
-                // The cluster's tasks hold pool connections that closing the pool waits for.
-                crate::cluster::stop(self);
+                // The placement's tasks hold pool connections that closing the pool waits for.
+                self.placement().stop();
                 store.close().await
             }
         };
@@ -641,10 +592,10 @@ impl Relay {
             Err(e) => tracing::error!("flushing the store at shutdown failed: {e}"),
         }
         if store.stats().fault().is_none() {
-            crate::cluster::leave(self).await;
+            self.placement().leave(self).await;
         } else {
             // Leaving needs the database; others take over once the lease runs out.
-            crate::cluster::stop(self);
+            self.placement().stop();
         }
         let unstored = store.unstored_events();
         if unstored > 0 {

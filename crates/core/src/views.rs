@@ -1,5 +1,5 @@
-//! Typed views every front shows (MCP, HTTP, the UI): a session's stored metadata, and who
-//! resolved a request. The stored JSON is unchanged: these parse it and serialize back to the
+//! Typed views every front shows (MCP, HTTP, the UI): a session's stored metadata (and the
+//! serde of a decision's word). The stored JSON is unchanged: these parse it and serialize back to the
 //! same shape.
 
 use serde::{Deserialize, Serialize};
@@ -51,86 +51,6 @@ impl SessionMeta {
     }
 }
 
-/// Who resolved a request (`Resolution::by`, typed).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResolvedBy {
-    /// A front: `mcp`, `mcp-elicitation`, `http`, `answer-link`, or a library caller's name.
-    Front(String),
-    /// An approval rule, as it opened; holds the word `rule:<name>` (make it with
-    /// [`ResolvedBy::rule`], read the name with [`ResolvedBy::rule_name`]).
-    Rule(String),
-    /// Nobody answered before the deadline.
-    Timeout,
-    /// The Codex process that asked is gone.
-    CodexExit,
-    SessionClosed,
-    /// The turn that asked ended (interrupted, failed) before anyone answered.
-    TurnEnded,
-    RelayRestart,
-    RelayShutdown,
-}
-
-impl ResolvedBy {
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "timeout" => Self::Timeout,
-            "codex-exit" => Self::CodexExit,
-            "session-closed" => Self::SessionClosed,
-            "turn-ended" => Self::TurnEnded,
-            "relay-restart" => Self::RelayRestart,
-            "relay-shutdown" => Self::RelayShutdown,
-            rule if rule.starts_with(RULE_PREFIX) => Self::Rule(rule.to_owned()),
-            front => Self::Front(front.to_owned()),
-        }
-    }
-
-    /// Answered by the rule named `name`.
-    pub fn rule(name: &str) -> Self {
-        Self::Rule(format!("{RULE_PREFIX}{name}"))
-    }
-
-    /// The rule's name, when a rule answered.
-    pub fn rule_name(&self) -> Option<&str> {
-        match self {
-            Self::Rule(word) => word.strip_prefix(RULE_PREFIX),
-            _ => None,
-        }
-    }
-
-    /// What kind of decider it was, as every front shows it: `human` (through a front),
-    /// `rule`, `timeout`, `restart` (the relay restarted or shut down), or `relay` (Codex went
-    /// away, the session closed, the turn ended first).
-    pub fn who(&self) -> &'static str {
-        match self {
-            Self::Front(_) => "human",
-            Self::Rule(_) => "rule",
-            Self::Timeout => "timeout",
-            Self::RelayRestart | Self::RelayShutdown => "restart",
-            Self::CodexExit | Self::SessionClosed | Self::TurnEnded => "relay",
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Front(s) | Self::Rule(s) => s,
-            Self::Timeout => "timeout",
-            Self::CodexExit => "codex-exit",
-            Self::SessionClosed => "session-closed",
-            Self::TurnEnded => "turn-ended",
-            Self::RelayRestart => "relay-restart",
-            Self::RelayShutdown => "relay-shutdown",
-        }
-    }
-
-    /// A person (through a front) decided, rather than the relay failing closed.
-    pub fn is_front(&self) -> bool {
-        matches!(self, Self::Front(_))
-    }
-}
-
-/// The prefix of a rule's word (`rule:<name>`); no front may call itself so.
-pub const RULE_PREFIX: &str = "rule:";
-
 /// Serialized as the word itself, as stored and documented.
 macro_rules! as_string_serde {
     ($t:ty) => {
@@ -147,41 +67,11 @@ macro_rules! as_string_serde {
     };
 }
 as_string_serde!(crate::answer::Decision);
-as_string_serde!(ResolvedBy);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn deciders_keep_their_words() {
-        assert_eq!(ResolvedBy::parse("timeout"), ResolvedBy::Timeout);
-        assert_eq!(ResolvedBy::parse("http"), ResolvedBy::Front("http".into()));
-        assert!(!ResolvedBy::parse("relay-restart").is_front());
-        for word in [
-            "mcp",
-            "timeout",
-            "codex-exit",
-            "session-closed",
-            "relay-restart",
-            "relay-shutdown",
-        ] {
-            assert_eq!(ResolvedBy::parse(word).as_str(), word);
-        }
-        let rule = ResolvedBy::rule("git-status");
-        assert_eq!(rule.as_str(), "rule:git-status");
-        assert_eq!(ResolvedBy::parse("rule:git-status"), rule);
-        assert_eq!(rule.rule_name(), Some("git-status"));
-        assert_eq!((rule.who(), ResolvedBy::Timeout.who()), ("rule", "timeout"));
-        assert_eq!(
-            serde_json::to_value(&rule).unwrap(),
-            serde_json::json!("rule:git-status")
-        );
-        // Rows stored before rules existed load as they were.
-        assert_eq!(ResolvedBy::parse("http").who(), "human");
-        assert_eq!(ResolvedBy::parse("relay-restart").who(), "restart");
-    }
 
     #[test]
     fn stored_meta_loads_typed_and_writes_back_the_same() {

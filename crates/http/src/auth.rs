@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::Engine;
 use sha2::{Digest, Sha256};
@@ -111,10 +111,7 @@ pub fn check_token(token: &str) -> Result<&str, String> {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    codex_relay_core::time::now_ms().max(0) as u64
 }
 
 /// Who a request was authenticated as: the token, one browser login, or nobody (`--no-auth`).

@@ -119,6 +119,7 @@ pub fn link_status(e: &LinkError) -> (StatusCode, &'static str) {
         LinkError::AlreadyAnswered { .. } => (StatusCode::CONFLICT, "already_resolved"),
         LinkError::Gone => (StatusCode::GONE, "request_gone"),
         LinkError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+        LinkError::NotTaken(_) => (StatusCode::SERVICE_UNAVAILABLE, "answer_not_taken"),
     }
 }
 

@@ -13,7 +13,8 @@ use crate::error::{ApiError, Body, ErrorBody};
 use crate::types::{Action, PermissionResolved, PermissionResponse};
 
 /// Who answered, in resolutions and events.
-pub const BY: &str = "http";
+pub const BY: codex_relay_core::Decider =
+    codex_relay_core::Decider::Person(codex_relay_core::Front::Http);
 
 /// The reference-001 SSE event for an open request: its event type and data, or `None` for
 /// kinds that reference has no event for (tool calls, unknown requests). A sub-agent's
@@ -118,6 +119,11 @@ fn answer(p: &PendingView, r: &PermissionResponse) -> Result<Answer, ApiError> {
         .as_deref()
         .map(str::trim)
         .filter(|m| !m.is_empty());
+    if let Some(option) = &r.option {
+        return p
+            .answer_for(option, message.map(str::to_owned))
+            .map_err(|e| ApiError::unprocessable("invalid_answer", e));
+    }
     match (p.kind, r.action) {
         (_, Action::Cancel) => Ok(Answer::Cancel),
         (PendingKind::ToolCall, Action::Deny) => Ok(Answer::ToolOutput {
@@ -228,7 +234,7 @@ pub async fn respond(
     Ok(Json(PermissionResolved {
         id: resolution.id,
         decision: resolution.decision.as_str().to_owned(),
-        by: resolution.by.as_str().to_owned(),
+        by: resolution.by.to_string(),
         reason: resolution.reason,
     }))
 }

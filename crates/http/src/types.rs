@@ -231,6 +231,10 @@ pub struct PermissionResponse {
     pub message: Option<String>,
     /// With `allow` on an approval: approve for the rest of the session.
     pub for_session: Option<bool>,
+    /// On an approval: one of the request's `options` words (`approve`, `approve for
+    /// session`, `approve with codex rule` where offered, `deny`, `cancel`); when given it is
+    /// the answer (`message` goes with a denial) and `action` and `forSession` are not read.
+    pub option: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]

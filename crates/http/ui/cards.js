@@ -70,6 +70,18 @@ function detailsOf(req) {
   }
 }
 
+/** The approval words the buttons below stand for; any other option gets a button of its own. */
+const BUTTON_WORDS = ['approve', 'approve for session', 'deny', 'cancel'];
+
+/** What an option beyond the usual ones lets Codex do, when the card knows more than its word. */
+function optionHint(req, option) {
+  const prefix = req.details && req.details.codexRule;
+  if (option === 'approve with codex rule' && prefix) {
+    return `Codex writes a rule for commands starting with “${prefix.join(' ')}” into its own rules file: from then on it runs them without asking anyone, outside the sandbox, in every session of this Codex.`;
+  }
+  return null;
+}
+
 /** Buttons for an approval-like request. */
 function approvalActions(req, send) {
   const reason = h('input', { type: 'text', class: 'reason-input', placeholder: 'Why not? (the model reads this)', 'aria-label': 'Reason for denying' });
@@ -100,12 +112,30 @@ function approvalActions(req, send) {
       ruleBox.replaceChildren(h('p', { class: 'form-error', role: 'alert' }, e.message));
     }
   }
+  const optionBox = h('div', { class: 'rule-box', hidden: true });
+  function confirmOption(option, label, hint) {
+    optionBox.replaceChildren(
+      h('p', { class: 'hint', role: 'note' }, hint),
+      h('div', { class: 'actions' },
+        h('button', { class: 'button primary', type: 'button', onclick: () => send('allow', { option }) }, label),
+        h('button', { class: 'button', type: 'button', onclick: () => { optionBox.hidden = true; buttons.hidden = false; } }, 'Back')));
+    buttons.hidden = true;
+    optionBox.hidden = false;
+  }
   const buttons = h('div', { class: 'actions' },
     h('button', { class: 'button primary', type: 'button', onclick: () => send('allow') }, 'Approve'),
     h('button', { class: 'button', type: 'button', onclick: () => send('allow', { forSession: true }) }, 'Approve for session'),
+    // Options the engine offers beyond those (it reads the word): one button each; one whose
+    // effect outlives the request says what it lets Codex do and asks again first.
+    (req.options || []).filter((o) => !BUTTON_WORDS.includes(o)).map((o) => {
+      const hint = optionHint(req, o);
+      const label = o.charAt(0).toUpperCase() + o.slice(1);
+      return h('button', { class: 'button', type: 'button', dataset: { option: o },
+        onclick: () => (hint ? confirmOption(o, label, hint) : send('allow', { option: o })) }, hint ? `${label}…` : label);
+    }),
     ruleable ? h('button', { class: 'button', type: 'button', onclick: alwaysAllow }, 'Always allow…') : null,
     h('button', { class: 'button danger-outline', type: 'button', onclick: () => { buttons.hidden = true; denyBox.hidden = false; reason.focus(); } }, 'Deny…'));
-  return [buttons, denyBox, ruleBox];
+  return [buttons, denyBox, ruleBox, optionBox];
 }
 
 /** Option buttons per question; one question answers on click, several take a Submit. */

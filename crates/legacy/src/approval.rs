@@ -10,7 +10,8 @@ use crate::events::changes_of;
 use crate::shell::split;
 
 /// Who answers through this path, as recorded in `request-resolved`.
-pub const BY: &str = "mcp-legacy";
+pub const BY: codex_relay_core::Decider =
+    codex_relay_core::Decider::Person(codex_relay_core::Front::Legacy);
 
 /// The `elicitation/create` params for a pending request, or `None` for kinds the legacy
 /// server never asked about (they stay pending: the session tools or the timeout resolve them).

@@ -244,7 +244,7 @@ impl Translator {
                 reason,
                 request,
                 ..
-            } if by.as_str() != crate::approval::BY => {
+            } if *by != crate::approval::BY => {
                 let what = request
                     .as_ref()
                     .map(|r| format!("{}: ", r.question))
@@ -364,7 +364,7 @@ mod tests {
                 "message": "Run rm -rf b?: deny by rule:no-rm (keep it)"})]
         );
         let own = json!({"t": "request-resolved", "id": "r2", "decision": "approve",
-            "by": crate::approval::BY});
+            "by": crate::approval::BY.as_str()});
         assert!(tr.event(&env(Role::System, own)).msgs.is_empty());
         let timeout = json!({"t": "request-resolved", "id": "r3", "decision": "deny",
             "by": "timeout"});

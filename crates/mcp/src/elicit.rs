@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use codex_relay_core::answer::PendingKind;
 use codex_relay_core::{
-    Answer, Ev, Follow, FollowOptions, Followed, PendingView, Relay, RelayError, Scope,
+    Answer, Ev, Follow, FollowOptions, Followed, PendingView, Relay, RelayError,
 };
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::view;
 
 /// Who answers through this path, as recorded in `request-resolved`.
-pub const BY: &str = "mcp-elicitation";
+pub const BY: codex_relay_core::Decider =
+    codex_relay_core::Decider::Person(codex_relay_core::Front::McpElicitation);
 
 /// Whether `peer` can be sent `elicitation/create` forms.
 pub fn can_elicit(peer: &Peer<RoleServer>) -> bool {
@@ -257,8 +258,9 @@ pub struct Form {
 
 #[derive(Debug, Clone)]
 enum FormKind {
-    /// `decision` (+ optional `reason` sent with a denial).
-    Decision,
+    /// `decision`, one of the request's options (+ optional `reason` sent with a denial);
+    /// read by the engine ([`PendingView::answer_for`]).
+    Decision(Box<PendingView>),
     /// One property per question, in order.
     Questions(Vec<String>),
 }
@@ -311,7 +313,7 @@ impl Form {
                     ),
                     schema: ElicitationSchema::from_json_schema(schema.as_object()?.clone())
                         .ok()?,
-                    kind: FormKind::Decision,
+                    kind: FormKind::Decision(Box::new(p.clone())),
                 })
             }
         }
@@ -327,19 +329,10 @@ impl Form {
                 .filter(|s| !s.is_empty())
         };
         match &self.kind {
-            FormKind::Decision => {
+            FormKind::Decision(p) => {
                 let decision = field("decision").ok_or("no decision in the form")?;
-                match decision.to_ascii_lowercase().as_str() {
-                    "approve" => Ok(Answer::Approve { scope: Scope::Once }),
-                    "approve for session" => Ok(Answer::Approve {
-                        scope: Scope::Session,
-                    }),
-                    "deny" => Ok(Answer::Deny {
-                        reason: field("reason").map(str::to_owned),
-                    }),
-                    "cancel" => Ok(Answer::Cancel),
-                    other => Err(format!("{other:?} is not one of the form's decisions")),
-                }
+                p.answer_for(decision, field("reason").map(str::to_owned))
+                    .map_err(|_| format!("{decision:?} is not one of the form's decisions"))
             }
             FormKind::Questions(keys) => keys
                 .iter()

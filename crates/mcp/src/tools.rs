@@ -25,7 +25,8 @@ use crate::params::{
 use crate::view;
 
 /// Who answers through `codex_respond`, as recorded in `request-resolved`.
-pub const RESPOND_BY: &str = "mcp";
+pub const RESPOND_BY: codex_relay_core::Decider =
+    codex_relay_core::Decider::Person(codex_relay_core::Front::Mcp);
 
 /// A tool call that did not work; shown to the caller as an `isError` result.
 #[derive(Debug, thiserror::Error)]
@@ -139,8 +140,9 @@ pub fn definitions() -> Vec<Tool> {
             "Answer a Codex approval or question",
             "Answer a pending approval or question (pendingQuestion.id from codex_status): \
              \"approve\", \"approve for session\", \"deny\", \"deny: <reason>\" (the reason is \
-             passed to the model) or \"cancel\" (also stops the turn); for questions, one of the \
-             options per question. The first answer wins.",
+             passed to the model) or \"cancel\" (also stops the turn), or any other of the \
+             request's options (\"approve with codex rule\" where Codex offers one); for \
+             questions, one of the options per question. The first answer wins.",
         )
         .with_annotations(ToolAnnotations::new().destructive(true)),
         tool::<InterruptParams, InterruptOutput>(

@@ -93,7 +93,11 @@ pub fn pending_question(pending: &[PendingView]) -> Option<PendingQuestion> {
         PendingKind::ToolCall => "answer with the tool's output, or \"error: <message>\"",
         PendingKind::Question => "answer with one option per question",
         PendingKind::Other => "answer with JSON",
-        _ => "answer with approve, approve for session, deny, deny: <reason>, or cancel",
+        _ => "",
+    };
+    let how = match how {
+        "" => crate::words::help(p),
+        fixed => fixed.to_owned(),
     };
     Some(PendingQuestion {
         id: p.id.clone(),
@@ -277,29 +281,8 @@ pub fn recent_output(events: &[Arc<Envelope>], n: usize) -> Vec<String> {
     lines
 }
 
-/// Unix milliseconds as an ISO-8601 UTC timestamp.
-pub fn iso8601(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+/// Unix milliseconds as an ISO-8601 (RFC 3339) UTC timestamp.
+pub use codex_relay_core::time::rfc3339_ms as iso8601;
 
 #[cfg(test)]
 mod tests {
@@ -380,7 +363,7 @@ mod tests {
 
     #[test]
     fn each_answered_request_says_who_answered() {
-        use codex_relay_core::{Decision, ResolvedBy};
+        use codex_relay_core::{Decider, Decision, Front};
         let opened: PendingView = serde_json::from_value(json!({"id": "r1", "sessionId": "s",
             "kind": "command_approval", "question": "Run touch a?", "options": [],
             "details": {"command": "touch a"}, "createdAt": 0, "deadline": 0}))
@@ -390,18 +373,17 @@ mod tests {
             question: "Run rm -rf b?".into(),
             ..opened.clone()
         };
-        let resolved =
-            |id: &str, by: ResolvedBy, request: Option<&PendingView>| Ev::RequestResolved {
-                id: id.into(),
-                decision: if request.is_some() {
-                    Decision::Deny
-                } else {
-                    Decision::Approve
-                },
-                by,
-                reason: request.map(|_| "not here".to_owned()),
-                request: request.map(|r| Box::new(r.clone())),
-            };
+        let resolved = |id: &str, by: Decider, request: Option<&PendingView>| Ev::RequestResolved {
+            id: id.into(),
+            decision: if request.is_some() {
+                Decision::Deny
+            } else {
+                Decision::Approve
+            },
+            by,
+            reason: request.map(|_| "not here".to_owned()),
+            request: request.map(|r| Box::new(r.clone())),
+        };
         let events = vec![
             env(1, Role::System, Ev::TurnStart {}),
             env(
@@ -414,12 +396,12 @@ mod tests {
             env(
                 3,
                 Role::System,
-                resolved("r1", ResolvedBy::Front("http".into()), None),
+                resolved("r1", Decider::Person(Front::Http), None),
             ),
             env(
                 4,
                 Role::System,
-                resolved("r2", ResolvedBy::rule("no-rm"), Some(&ruled)),
+                resolved("r2", Decider::rule("no-rm"), Some(&ruled)),
             ),
         ];
         let items = item_events(&events, 10);

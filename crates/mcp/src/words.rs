@@ -43,6 +43,16 @@ fn verdict(word: &str) -> Option<Answer> {
 const APPROVAL_HELP: &str =
     "answer with approve, approve for session, deny, deny: <reason>, or cancel";
 
+/// How to answer an approval: the usual words, and any other option it offers.
+pub fn help(p: &PendingView) -> String {
+    let others: Vec<&str> = p.other_options().collect();
+    if others.is_empty() {
+        APPROVAL_HELP.to_owned()
+    } else {
+        format!("{APPROVAL_HELP}; or {}", others.join(", or "))
+    }
+}
+
 /// Reads `words` as an answer to `p`. `Err` says what `p` takes.
 pub fn answer(p: &PendingView, words: &[String]) -> Result<Answer, String> {
     let first = words.first().map(String::as_str).unwrap_or("").trim();
@@ -52,8 +62,13 @@ pub fn answer(p: &PendingView, words: &[String]) -> Result<Answer, String> {
     match p.kind {
         PendingKind::CommandApproval
         | PendingKind::FileChangeApproval
-        | PendingKind::PermissionsApproval => verdict(first)
-            .ok_or_else(|| format!("{first:?} is not an approval answer; {APPROVAL_HELP}")),
+        | PendingKind::PermissionsApproval => match verdict(first) {
+            Some(answer) => Ok(answer),
+            // Any other option the request offers, as the engine reads its words.
+            None => p
+                .answer_for(first, None)
+                .map_err(|_| format!("{first:?} is not an approval answer; {}", help(p))),
+        },
         PendingKind::Elicitation => {
             if let Some(v) = verdict(first) {
                 return Ok(v);

@@ -16,12 +16,7 @@ use crate::config::{EventKind, Format, NotifyConfig, Webhook};
 use crate::message::{AnswerLinks, Message};
 use crate::webpush::Vapid;
 
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
-}
+pub(crate) use codex_relay_core::time::now_ms;
 
 /// Counters since the relay started, for metrics and the UI.
 #[derive(Debug, Default)]

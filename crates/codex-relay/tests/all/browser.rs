@@ -302,6 +302,25 @@ async fn a_demo_session_in_the_browser_on_desktop_and_phone() {
             findings["events"].as_u64() > findings["reload"]["lastSeq"].as_u64(),
             "{findings}"
         );
+        // Options beyond the usual four are buttons of their own, as the API lists them.
+        let extra = &findings["extraOptions"];
+        assert!(extra["api"].is_array(), "{findings}");
+        assert_eq!(extra["buttons"], extra["api"], "{findings}");
+        // The demo's command comes with Codex's proposed prefix: its button warns before it
+        // answers (the rule it writes runs matching commands unasked and unsandboxed).
+        assert!(
+            extra["api"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|o| o == "approve with codex rule")),
+            "{findings}"
+        );
+        assert!(
+            findings["codexRuleWarning"]
+                .as_str()
+                .is_some_and(|w| w.contains("outside the sandbox")),
+            "{findings}"
+        );
+        eprintln!("[browser {variant}] extra options on the command card: {extra}");
     }
     assert!(
         workspace.join("hello.py").is_file(),

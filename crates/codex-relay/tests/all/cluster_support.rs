@@ -52,6 +52,17 @@ pub async fn instance(bed: &Bed, db: &str, name: &str) -> HttpRelay {
 /// directory of its own (`CODEX_SQLITE_HOME`), as docs/CLUSTER.md asks of machines sharing a
 /// `CODEX_HOME` on a network filesystem: the rollouts are shared, the SQLite files are not.
 pub async fn instance_with(bed: &Bed, db: &str, name: &str, lease_ms: u64) -> HttpRelay {
+    instance_extra(bed, db, name, lease_ms, &[]).await
+}
+
+/// [`instance_with`], with `extra` arguments for `serve` (`--notify FILE`, ...).
+pub async fn instance_extra(
+    bed: &Bed,
+    db: &str,
+    name: &str,
+    lease_ms: u64,
+    extra: &[String],
+) -> HttpRelay {
     let mut args = vec!["--listen".to_owned(), "127.0.0.1:0".to_owned()];
     args.extend(bed.args(120_000));
     let at = args.iter().position(|a| a == "--db").unwrap() + 1;
@@ -69,6 +80,7 @@ pub async fn instance_with(bed: &Bed, db: &str, name: &str, lease_ms: u64) -> Ht
         "--lease-ms".into(),
         lease_ms.to_string(),
     ]);
+    args.extend(extra.iter().cloned());
     let mut env: Vec<(&str, String)> = ["PATH", "HOME", "TMPDIR", "RUST_LOG"]
         .into_iter()
         .filter_map(|k| Some((k, std::env::var(k).ok()?)))

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const WAIT: Duration = Duration::from_secs(90);
 
 /// Bodies POSTed to a receiver on loopback.
-async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
+pub(crate) async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let got: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -53,7 +53,7 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     (url, got)
 }
 
-async fn until_hook(got: &Arc<Mutex<Vec<Value>>>, request: &str) -> Value {
+pub(crate) async fn until_hook(got: &Arc<Mutex<Vec<Value>>>, request: &str) -> Value {
     let deadline = Instant::now() + WAIT;
     loop {
         if let Some(v) = got
@@ -86,7 +86,7 @@ async fn wait_pending(c: &Client, session: &str) -> String {
 }
 
 /// The path and query of a link.
-fn path_of(url: &str) -> String {
+pub(crate) fn path_of(url: &str) -> String {
     let rest = url.split_once("://").unwrap().1;
     rest[rest.find('/').unwrap()..].to_owned()
 }

@@ -197,6 +197,26 @@ async function mainFlow() {
     await card.waitFor({ timeout: STEP });
     const cmd = await card.locator('.cmd').textContent();
     if (!cmd.includes('python3 hello.py')) throw new Error(`the card shows ${cmd}`);
+    // Every option beyond Approve / Approve for session / Deny / Cancel is a button of its own
+    // (Codex's remembered prefix, where Codex offers one): what the API lists, the card shows.
+    const pending = await page.evaluate(async () => (await fetch('/api/codex/permission/pending')).json());
+    const open = pending.find((r) => r.kind === 'command_approval');
+    findings.extraOptions = {
+      api: (open?.options || []).filter((o) => !['approve', 'approve for session', 'deny', 'cancel'].includes(o)),
+      buttons: await card.locator('button[data-option]').evaluateAll((bs) => bs.map((b) => b.dataset.option)),
+    };
+    // The remembered prefix outlives the request: its button says what it lets Codex do and
+    // asks again before answering; Back leaves the request open.
+    const remember = card.locator('button[data-option="approve with codex rule"]');
+    if (await remember.count()) {
+      await remember.click();
+      const note = card.locator('.rule-box [role=note]');
+      await note.waitFor({ timeout: STEP });
+      findings.codexRuleWarning = await note.textContent();
+      if (!/outside the sandbox/.test(findings.codexRuleWarning)) throw new Error(`the warning says: ${findings.codexRuleWarning}`);
+      await card.locator('.rule-box').getByRole('button', { name: 'Back' }).click();
+      await card.getByRole('button', { name: 'Approve', exact: true }).waitFor({ timeout: STEP });
+    }
     await page.locator('.ev.file .dl.add', { hasText: 'Hello from the codex-relay demo!' }).first().waitFor({ timeout: STEP });
     await snap('command-approval');
     return shown();

@@ -4,21 +4,23 @@
 //! lease, or cannot reach Postgres, tells Codex nothing, and the request stays open for the
 //! instance that runs the session now.
 
+use super::Clustered;
 use super::db;
 use crate::error::RelayError;
 use crate::relay::Relay;
 use crate::store::fence;
 
-impl Relay {
+impl Clustered {
     /// Records `by`'s answer to `request` as the one that counts; `Err(AlreadyResolved)` when
     /// another was recorded first. Nothing to do outside a cluster.
     pub(crate) async fn claim_answer(
         &self,
+        relay: &Relay,
         session: &str,
         request: &str,
-        by: &str,
+        by: &crate::decider::Decider,
     ) -> Result<(), RelayError> {
-        let Some(c) = self.cluster().cloned() else {
+        let Some(c) = relay.cluster().cloned() else {
             return Ok(());
         };
         let unavailable = |what: &str, e: sqlx::Error| {
@@ -47,7 +49,7 @@ impl Relay {
         .bind(request)
         .bind(session)
         .bind(&c.id)
-        .bind(by)
+        .bind(by.to_string())
         .fetch_optional(&mut *tx)
         .await
         .map_err(|e| unavailable("recording the answer", e))?;

@@ -63,7 +63,7 @@ pub(crate) async fn join(relay: &Relay) -> Result<Option<HashSet<String>>, Relay
         reading_rules: Default::default(),
         stop: tokio::sync::watch::channel(false).0,
     });
-    let _ = relay.inner.cluster.set(cluster);
+    relay.set_placement(Arc::new(super::placement::Clustered(cluster)));
     Ok(Some(own))
 }
 
@@ -120,7 +120,7 @@ async fn keep(inner: Weak<RelayInner>) {
     loop {
         let (period, fence, monitor_wake) = {
             let Some(inner) = inner.upgrade() else { return };
-            let Some(c) = inner.cluster.get().cloned() else {
+            let Some(c) = inner.cluster() else {
                 return;
             };
             (c.config.lease / 4, c.fence.clone(), c)
@@ -289,7 +289,7 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
         relay.inner.forget(h.id());
         relay.inner.broker.fail_session(
             h.id(),
-            crate::views::ResolvedBy::SessionClosed,
+            crate::decider::Decider::SessionClosed,
             "this relay instance lost its lease; another instance runs the session now",
         );
     }
@@ -348,13 +348,6 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
             tracing::error!("could not join the cluster again (retrying): {e}");
             false
         }
-    }
-}
-
-/// Stops the cluster's tasks without leaving (the database is out of reach).
-pub(crate) fn stop(relay: &Relay) {
-    if let Some(c) = relay.cluster() {
-        c.stop.send_replace(true);
     }
 }
 

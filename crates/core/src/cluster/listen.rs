@@ -84,7 +84,7 @@ async fn reload_rules(relay: Relay) {
 }
 
 fn cluster(inner: &Weak<RelayInner>) -> Option<Arc<Cluster>> {
-    inner.upgrade()?.cluster.get().cloned()
+    inner.upgrade()?.cluster()
 }
 
 fn dispatch(inner: &Weak<RelayInner>, payload: &str) {

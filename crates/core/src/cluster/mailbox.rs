@@ -1,86 +1,26 @@
-//! Commands for a session's owner from the instance a client called: queued in the command
-//! table with a notice, taken once by the owner, run there as if its own client had asked, and
-//! answered with the result (or the error, as the variant the fronts map). A notice can be
+//! Operations (op.rs) for a session's owner from the instance a client called: queued in the
+//! command table with a notice, taken once by the owner, run there as if its own client had
+//! asked, and answered with the typed reply (or the error, as the variant the fronts map). A notice can be
 //! missed (the listener reconnecting), so senders also poll, and owners sweep what is waiting.
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-use super::{db, sql};
-use crate::answer::Answer;
-use crate::error::{RelayError, WireError};
-use crate::relay::{CreateOptions, Relay};
-use crate::session::SayInput;
+use super::{Clustered, db, sql};
+use crate::error::RelayError;
+use crate::op::{Op, Outcome};
+use crate::relay::Relay;
 
 /// How often a sender looks for its answer when no notice came.
 const POLL: Duration = Duration::from_millis(500);
 
-/// A command for the instance that runs a session (or, for `create`, the one chosen to).
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "kebab-case")]
-pub(crate) enum Remote {
-    Say {
-        session: String,
-        input: SayInput,
-    },
-    Interrupt {
-        session: String,
-    },
-    Close {
-        session: String,
-        force: bool,
-    },
-    Respond {
-        session: String,
-        request: String,
-        answer: Answer,
-        by: String,
-    },
-    Create {
-        options: Box<CreateOptions>,
-    },
-}
-
-/// A command's answer as stored.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Outcome {
-    Ok(Value),
-    Err(WireError),
-}
-
-/// What a new session started elsewhere answers.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Created {
-    pub session_id: String,
-    pub first: Option<crate::session::SayOutcome>,
-}
-
-/// Runs `op` on the instance that owns `session` (here, if it is this one) and reads the
-/// answer as `T`.
-pub(crate) async fn to_owner_as<T: DeserializeOwned>(
-    relay: &Relay,
-    session: &str,
-    op: Remote,
-) -> Result<T, RelayError> {
-    let value = to_owner(relay, session, op).await?;
-    serde_json::from_value(value).map_err(|e| RelayError::Remote {
-        code: "remote_error".into(),
-        message: format!("the owner's answer did not parse: {e}"),
-    })
-}
-
 /// How many times a command follows its session to a new owner (each move is a take-over).
 const MOVES: usize = 3;
 
-async fn to_owner(relay: &Relay, session: &str, op: Remote) -> Result<Value, RelayError> {
+/// Runs `op` on the instance that owns `session` (here, if it is this one); its reply as
+/// carried.
+pub(crate) async fn to_owner(relay: &Relay, session: &str, op: Op) -> Result<String, RelayError> {
     let Some(c) = relay.cluster().cloned() else {
-        return execute(relay, op).await;
+        return Ok(op.serve(relay).await);
     };
     let mut op = op;
     let mut moves = 0;
@@ -92,7 +32,7 @@ async fn to_owner(relay: &Relay, session: &str, op: Remote) -> Result<Value, Rel
             return Err(RelayError::UnknownSession(session.to_owned()));
         };
         if owner == c.id {
-            return execute(relay, op).await;
+            return Ok(op.serve(relay).await);
         }
         if !live {
             // Its owner left or went silent: adopt its sessions now instead of at the next
@@ -118,7 +58,7 @@ async fn to_owner(relay: &Relay, session: &str, op: Remote) -> Result<Value, Rel
             });
         }
         match call(relay, &owner, op).await {
-            Ok(result) => return result,
+            Ok(result) => return Ok(result),
             Err(Undelivered::Withdrawn(back)) if moves < MOVES => {
                 // Its owner was taken over before it took the command: nothing was done, and
                 // the command goes where the session runs now.
@@ -147,7 +87,7 @@ async fn to_owner(relay: &Relay, session: &str, op: Remote) -> Result<Value, Rel
 pub(crate) enum Undelivered {
     /// That instance was taken over (or left) before it took the command: the command was
     /// withdrawn, nothing of it was done, and here it is back.
-    Withdrawn(Remote),
+    Withdrawn(Op),
     /// No answer, for this reason; whether the command was done is not known (see the
     /// session's log).
     Unanswered(String),
@@ -158,11 +98,7 @@ pub(crate) enum Undelivered {
 /// a command it had not taken is withdrawn and handed back; one it took and did not answer
 /// is handed back too if doing it again is harmless (an answer: the first one recorded wins;
 /// an interrupt; a close), else it is unanswered, at once rather than after the timeout.
-pub(crate) async fn call(
-    relay: &Relay,
-    target: &str,
-    op: Remote,
-) -> Result<Result<Value, RelayError>, Undelivered> {
+pub(crate) async fn call(relay: &Relay, target: &str, op: Op) -> Result<String, Undelivered> {
     let unanswered = |why: String| Undelivered::Unanswered(why);
     let c = relay
         .cluster()
@@ -191,7 +127,7 @@ pub(crate) async fn call(
                     break Err(Undelivered::Withdrawn(op.take().expect("handed back once")));
                 }
                 if state.taken
-                    && op.as_ref().is_some_and(Remote::again_is_harmless)
+                    && op.as_ref().is_some_and(Op::again_is_harmless)
                     && let Some(back) = op.take()
                 {
                     break Err(Undelivered::Withdrawn(back));
@@ -235,25 +171,7 @@ pub(crate) async fn call(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&id);
-    let text = answer?;
-    match serde_json::from_str::<Outcome>(&text) {
-        Ok(Outcome::Ok(v)) => Ok(Ok(v)),
-        Ok(Outcome::Err(w)) => Ok(Err(RelayError::from_wire(w))),
-        Err(e) => Err(unanswered(format!("its answer did not parse: {e}"))),
-    }
-}
-
-impl Remote {
-    /// Whether doing this again where the session runs now is harmless after an instance took
-    /// it and was taken over before it answered: an answer (the first one recorded wins, and
-    /// a request the take-over closed says by whom), an interrupt, a close. Not a message (a
-    /// second turn) or a new session (a second one).
-    fn again_is_harmless(&self) -> bool {
-        match self {
-            Remote::Respond { .. } | Remote::Interrupt { .. } | Remote::Close { .. } => true,
-            Remote::Say { .. } | Remote::Create { .. } => false,
-        }
-    }
+    answer
 }
 
 /// Serves command `id` if it is for this instance and nobody took it yet.
@@ -269,106 +187,56 @@ pub(crate) async fn serve(relay: Relay, id: i64) {
             return;
         }
     };
-    let result = match serde_json::from_str::<Remote>(&body) {
-        Ok(op) => execute(&relay, op).await,
-        Err(e) => Err(RelayError::Remote {
-            code: "remote_error".into(),
-            message: format!("a command this version does not understand: {e}"),
-        }),
+    let text = match serde_json::from_str::<Op>(&body) {
+        Ok(op) => op.serve(&relay).await,
+        Err(e) => serde_json::to_string(&Outcome::<()>::Err(
+            RelayError::Remote {
+                code: "remote_error".into(),
+                message: format!("a command this version does not understand: {e}"),
+            }
+            .to_wire(),
+        ))
+        .unwrap_or_default(),
     };
-    let outcome = match result {
-        Ok(v) => Outcome::Ok(v),
-        Err(e) => Outcome::Err(e.to_wire()),
-    };
-    let text = serde_json::to_string(&outcome).unwrap_or_default();
     if let Err(e) = sql::finish_command(&c.pool, &c.fence.channel, id, &text).await {
         tracing::warn!(id, "answering a command failed (its sender times out): {e}");
     }
 }
 
-/// The session, if it runs on this instance. One this instance owns and holds only as a
-/// mirror (it just took it over, or is taking it back) is adopted first, or its adoption
-/// running now is waited for, so the command meets the session as adopted: its log caught
-/// up, its cut turn closed, its requests declined.
-async fn here(relay: &Relay, session: &str) -> Result<crate::session::SessionHandle, RelayError> {
-    let me = relay.instance_id().unwrap_or_default().to_owned();
-    let h = relay.session(session).await?;
-    if !h.remote {
-        return Ok(h);
-    }
-    let ours = match relay.cluster() {
-        Some(c) => sql::owner_of(&c.pool, session)
-            .await
-            .map_err(db("finding the session's owner"))?
-            .is_some_and(|(owner, _)| owner == me),
-        None => false,
-    };
-    if ours {
-        let why = format!("instance {me} stopped running this session while this turn was running");
-        super::mirror::adopt(relay, session, &why).await?;
-        if let Some(h) = relay.inner.get(session).filter(|h| !h.remote) {
+impl Clustered {
+    /// The session, if it runs on this instance. One this instance owns and holds only as a
+    /// mirror (it just took it over, or is taking it back) is adopted first, or its adoption
+    /// running now is waited for, so the command meets the session as adopted: its log caught
+    /// up, its cut turn closed, its requests declined.
+    pub(crate) async fn here(
+        &self,
+        relay: &Relay,
+        session: &str,
+    ) -> Result<crate::session::SessionHandle, RelayError> {
+        let me = relay.instance_id().unwrap_or_default().to_owned();
+        let h = relay.session(session).await?;
+        if !h.remote {
             return Ok(h);
         }
-    }
-    Err(RelayError::Owner {
-        session: session.to_owned(),
-        owner: me,
-        why: "the session moved to another instance; try again".into(),
-    })
-}
-
-/// Runs a command here, where the session runs. A session that is not this instance's (it
-/// moved meanwhile) is refused rather than passed on again.
-fn execute(relay: &Relay, op: Remote) -> BoxFuture<'_, Result<Value, RelayError>> {
-    Box::pin(async move {
-        let value = |v: Result<Value, serde_json::Error>| {
-            v.map_err(|e| RelayError::Remote {
-                code: "remote_error".into(),
-                message: e.to_string(),
-            })
+        let ours = match relay.cluster() {
+            Some(c) => sql::owner_of(&c.pool, session)
+                .await
+                .map_err(db("finding the session's owner"))?
+                .is_some_and(|(owner, _)| owner == me),
+            None => false,
         };
-        match op {
-            Remote::Say { session, input } => {
-                here(relay, &session).await?;
-                value(serde_json::to_value(relay.say(&session, input).await?))
-            }
-            Remote::Interrupt { session } => value(serde_json::to_value(
-                here(relay, &session).await?.interrupt().await?,
-            )),
-            Remote::Close { session, force } => {
-                here(relay, &session).await?;
-                relay.close(&session, force).await?;
-                Ok(Value::Null)
-            }
-            Remote::Respond {
-                session,
-                request,
-                answer,
-                by,
-            } => {
-                here(relay, &session).await?;
-                value(serde_json::to_value(
-                    relay.respond(&session, &request, answer, &by).await?,
-                ))
-            }
-            Remote::Create { options } => {
-                let epoch = relay.cluster_epoch();
-                let (handle, first) = relay.create_here(*options).await?;
-                // The session's row (and its first message) is committed before the caller
-                // mirrors it.
-                match &first {
-                    Some(first) => {
-                        relay
-                            .acknowledge_turn(&handle.shared, 0, first, epoch)
-                            .await?
-                    }
-                    None => relay.confirm_stored(epoch).await?,
-                }
-                value(serde_json::to_value(Created {
-                    session_id: handle.id().to_owned(),
-                    first,
-                }))
+        if ours {
+            let why =
+                format!("instance {me} stopped running this session while this turn was running");
+            super::mirror::adopt(relay, session, &why).await?;
+            if let Some(h) = relay.inner.get(session).filter(|h| !h.remote) {
+                return Ok(h);
             }
         }
-    })
+        Err(RelayError::Owner {
+            session: session.to_owned(),
+            owner: me,
+            why: "the session moved to another instance; try again".into(),
+        })
+    }
 }

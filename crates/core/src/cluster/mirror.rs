@@ -6,14 +6,16 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, Weak};
 
-use tokio::sync::{Notify, mpsc};
+use futures::future::BoxFuture;
+use tokio::sync::Notify;
 
-use super::mailbox::{self, Remote};
+use super::mailbox;
 use crate::error::RelayError;
 use crate::event::Envelope;
+use crate::op::Op;
 use crate::pending::PendingView;
 use crate::relay::{Relay, RelayInner};
-use crate::session::{Command, SessionHandle, SessionShared};
+use crate::session::{Carrier, SessionHandle, SessionShared};
 
 /// Events read per query when a mirror catches up.
 const PAGE: i64 = 1000;
@@ -49,7 +51,7 @@ pub(crate) async fn sync_task(inner: Weak<RelayInner>) {
     loop {
         let cluster = {
             let Some(inner) = inner.upgrade() else { return };
-            let Some(c) = inner.cluster.get().cloned() else {
+            let Some(c) = inner.cluster() else {
                 return;
             };
             c
@@ -188,36 +190,21 @@ pub(crate) async fn load(relay: &Relay, id: &str) -> Result<Option<SessionHandle
     Ok(Some(relay.register_mirror(shared)))
 }
 
-/// Passes a mirror's commands to the session's owner, each in its own task.
-pub(crate) async fn forward(inner: Weak<RelayInner>, id: String, mut rx: mpsc::Receiver<Command>) {
-    while let Some(cmd) = rx.recv().await {
-        let Some(inner) = inner.upgrade() else { return };
-        let relay = Relay { inner };
-        let id = id.clone();
-        tokio::spawn(async move {
-            match cmd {
-                Command::Say { input, reply } => {
-                    let op = Remote::Say {
-                        session: id.clone(),
-                        input,
-                    };
-                    let _ = reply.send(mailbox::to_owner_as(&relay, &id, op).await);
-                }
-                Command::Interrupt { reply } => {
-                    let op = Remote::Interrupt {
-                        session: id.clone(),
-                    };
-                    let _ = reply.send(mailbox::to_owner_as(&relay, &id, op).await);
-                }
-                Command::Close { force, reply } => {
-                    let op = Remote::Close {
-                        session: id.clone(),
-                        force,
-                    };
-                    let _ = reply.send(mailbox::to_owner_as(&relay, &id, op).await);
-                }
-            }
-        });
+/// Carries a mirror's operations to the session's owner.
+pub(crate) struct ToOwner(pub Weak<RelayInner>);
+
+impl Carrier for ToOwner {
+    fn carry(&self, op: Op) -> BoxFuture<'static, Result<String, RelayError>> {
+        let inner = self.0.clone();
+        Box::pin(async move {
+            let session = op.session().unwrap_or_default().to_owned();
+            let relay = Relay {
+                inner: inner
+                    .upgrade()
+                    .ok_or_else(|| RelayError::Closed(session.clone()))?,
+            };
+            mailbox::to_owner(&relay, &session, op).await
+        })
     }
 }
 
@@ -260,7 +247,9 @@ pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), Rela
     catch_up(relay, id).await?;
     let shared = handle.shared.clone();
     shared.own();
-    crate::recovery::settle_adopted(relay, &shared, why).await?;
+    let inner = &relay.inner;
+    crate::recovery::settle_adopted(&inner.store, &inner.broker, &inner.servers, &shared, why)
+        .await?;
     let adopted = relay.spawn_session(shared.clone(), None, &[], None);
     let fence = relay.cluster().map(|c| c.fence.clone());
     if fence.is_some_and(|f| f.is_lost() || f.epoch() != epoch) {

@@ -8,7 +8,8 @@
 //! - [`lease`]: joining, renewing, taking over, and what a fenced instance does.
 //! - [`listen`]: the notification loop and the catch-up of mirrors.
 //! - [`mirror`]: mirrors of other instances' sessions, and promoting one when it is adopted.
-//! - [`mailbox`]: commands for a session's owner, sent and served.
+//! - [`mailbox`]: operations for a session's owner, sent and served.
+//! - [`placement`]: the cluster as the relay's [`crate::placement::Placement`].
 //! - [`standing`]: whether this instance can take work now (it holds its lease and Postgres
 //!   takes its writes), and waiting for what it acknowledges to be stored.
 //! - [`sql`]: the queries.
@@ -18,6 +19,7 @@ mod lease;
 mod listen;
 mod mailbox;
 mod mirror;
+mod placement;
 mod route;
 mod sql;
 mod standing;
@@ -34,48 +36,11 @@ use crate::error::RelayError;
 use crate::relay::Relay;
 use crate::store::Fence;
 
+pub use crate::config::ClusterConfig;
 pub use lease::default_instance_id;
-pub(crate) use lease::{join, leave, start, stop, take_over_now};
+pub(crate) use lease::{join, start, take_over_now};
+pub(crate) use placement::Clustered;
 pub use standing::Standing;
-
-/// How a relay on Postgres takes part in a cluster.
-#[derive(Debug, Clone)]
-pub struct ClusterConfig {
-    /// Take part (the default for a Postgres store). Off: the relay assumes it is alone on the
-    /// database, as before clusters existed.
-    pub enabled: bool,
-    /// This instance's id (default: the host name and a random suffix).
-    pub instance_id: Option<String>,
-    /// Where other instances or a load balancer reach this one (shown, not dialled).
-    pub url: Option<String>,
-    /// How long a lease lasts without renewal; renewed every quarter of it. An instance silent
-    /// for longer is taken over.
-    pub lease: Duration,
-    /// Sessions this instance runs before new ones go to the least-loaded live instance
-    /// (default: no limit, every session starts where it was asked for).
-    pub max_load: Option<usize>,
-    /// How long a command for another instance waits for its answer.
-    pub command_timeout: Duration,
-    /// The longest the store's writer collects writes before it commits, in a cluster: other
-    /// instances see a session's events only once they are committed, so this bounds what a
-    /// remote reader waits beyond a local one (alone, the store lingers 50 ms; see
-    /// `StoreOptions::linger`). Default 5 ms.
-    pub commit_linger: Duration,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            instance_id: None,
-            url: None,
-            lease: Duration::from_secs(10),
-            max_load: None,
-            command_timeout: Duration::from_secs(60),
-            commit_linger: Duration::from_millis(5),
-        }
-    }
-}
 
 /// One instance's part of the cluster.
 pub(crate) struct Cluster {
@@ -115,8 +80,7 @@ impl Cluster {
 
 /// Tells every instance that the rules changed: each reads them again from the store (a rule
 /// saved or deleted through one instance applies to requests opening on any).
-pub(crate) async fn rules_changed(relay: &Relay) {
-    let Some(c) = relay.cluster() else { return };
+pub(crate) async fn rules_changed(c: &Cluster) {
     if let Err(e) = sql::notice(&c.pool, &c.fence.channel, "r").await {
         tracing::warn!(
             "could not tell the other instances that the rules changed (they read them again when their notice connection next reconnects): {e}"
@@ -168,9 +132,24 @@ pub struct InstanceView {
     pub taken_by: Option<String>,
 }
 
+impl crate::relay::RelayInner {
+    /// This relay's part in a cluster, when it is placed in one.
+    pub(crate) fn cluster(&self) -> Option<Arc<Cluster>> {
+        let placed = self.placement.get()?.as_any().downcast_ref::<Clustered>()?;
+        Some(placed.0.clone())
+    }
+}
+
 impl Relay {
+    /// This relay's part in a cluster, when it is placed in one.
     pub(crate) fn cluster(&self) -> Option<&Arc<Cluster>> {
-        self.inner.cluster.get()
+        let placed = self
+            .inner
+            .placement
+            .get()?
+            .as_any()
+            .downcast_ref::<Clustered>()?;
+        Some(&placed.0)
     }
 
     /// The cluster as this instance sees it, its own standing first (known without Postgres)
@@ -219,6 +198,21 @@ pub async fn instances_on(conn: &mut sqlx::PgConnection) -> Result<Vec<InstanceV
         return Ok(Vec::new());
     }
     sql::instances(&mut *conn).await
+}
+
+/// The instances recorded in the Postgres database at `url` (for `doctor`), read within
+/// `wait`: empty when no relay joined a cluster there, or when it cannot be read.
+pub async fn instances_at(url: &str, wait: Duration) -> Vec<InstanceView> {
+    let Ok((mut conn, _)) = crate::store::connect_postgres(url, wait).await else {
+        return Vec::new();
+    };
+    let found = tokio::time::timeout(wait, instances_on(&mut conn))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let _ = sqlx::Connection::close(conn).await;
+    found
 }
 
 /// The store's settings for this relay: in a cluster, commits linger at most

@@ -5,14 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
-use super::mailbox::{self, Created, Remote};
-use super::{db, mirror, sql};
+use super::mailbox;
+use super::{Clustered, db, mirror, sql};
 use crate::broker::Resolution;
 use crate::error::RelayError;
+use crate::op::{Create, Created, reply_of};
 use crate::relay::{CreateOptions, Relay, RelayInner};
-use crate::session::{SayOutcome, SessionHandle, SessionShared};
+use crate::session::{Door, SayOutcome, SessionHandle, SessionShared};
 
 /// How long a session whose owner recorded it may take to reach the store.
 const FIRST_COMMIT: Duration = Duration::from_secs(2);
@@ -32,14 +31,35 @@ impl Relay {
         self.inner.handles().iter().filter(|h| !h.remote).count()
     }
 
+    /// Registers a mirror: shown to the feed like any session, its commands passed on to its
+    /// owner. A session already in the map (it became this instance's meanwhile) wins.
+    pub(crate) fn register_mirror(&self, shared: Arc<SessionShared>) -> SessionHandle {
+        let handle = SessionHandle {
+            shared: shared.clone(),
+            door: Door::Carried(Arc::new(mirror::ToOwner(Arc::downgrade(&self.inner)))),
+            remote: true,
+        };
+        let mut map = self.inner.sessions_mut();
+        if let Some(existing) = map.get(handle.id()) {
+            return existing.clone();
+        }
+        map.insert(handle.id().to_owned(), handle.clone());
+        drop(map);
+        shared.attach_feed(self.inner.feed.clone());
+        self.inner.feed.session_created(shared.snapshot());
+        handle
+    }
+}
+
+impl Clustered {
     /// A session of this relay, or, in a cluster, one stored that another instance runs (or
     /// ran): mirrored here from then on. An instance can be asked about a session before the
     /// notice of its first commit arrives.
-    pub(crate) async fn known_anywhere(&self, id: &str) -> Result<SessionHandle, RelayError> {
-        if let Some(h) = self.inner.get(id) {
+    pub(crate) async fn find(&self, relay: &Relay, id: &str) -> Result<SessionHandle, RelayError> {
+        if let Some(h) = relay.inner.get(id) {
             return Ok(h);
         }
-        let Some(c) = self.cluster().cloned() else {
+        let Some(c) = relay.cluster().cloned() else {
             return Err(RelayError::UnknownSession(id.to_owned()));
         };
         if id.trim().is_empty() {
@@ -48,7 +68,7 @@ impl Relay {
         // An owner records a new session before its first batch commits: wait that long.
         let deadline = tokio::time::Instant::now() + FIRST_COMMIT;
         loop {
-            if let Some(h) = mirror::load(self, id).await? {
+            if let Some(h) = mirror::load(relay, id).await? {
                 return Ok(h);
             }
             let owned = sql::owner_of(&c.pool, id)
@@ -60,46 +80,15 @@ impl Relay {
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
     }
-
-    /// [`Relay::status`] of a session any instance of the cluster runs (see
-    /// [`Relay::known_anywhere`]); on one relay, the same as `status`.
-    pub async fn find(&self, id: &str) -> Result<crate::session::SessionSnapshot, RelayError> {
-        Ok(self.known_anywhere(id).await?.snapshot())
-    }
-
-    /// Registers a mirror: shown to the feed like any session, its commands passed on to its
-    /// owner. A session already in the map (it became this instance's meanwhile) wins.
-    pub(crate) fn register_mirror(&self, shared: Arc<SessionShared>) -> SessionHandle {
-        let (tx, rx) = mpsc::channel(16);
-        let handle = SessionHandle {
-            shared: shared.clone(),
-            cmds: tx,
-            remote: true,
-        };
-        let mut map = self.inner.sessions_mut();
-        if let Some(existing) = map.get(handle.id()) {
-            return existing.clone();
-        }
-        map.insert(handle.id().to_owned(), handle.clone());
-        drop(map);
-        shared.attach_feed(self.inner.feed.clone());
-        self.inner.feed.session_created(shared.snapshot());
-        tokio::spawn(mirror::forward(
-            Arc::downgrade(&self.inner),
-            handle.id().to_owned(),
-            rx,
-        ));
-        handle
-    }
-
     /// A session this relay does not have: `Some(mirror)` when another instance runs it,
     /// `Some(session)` when it is this instance's in the store (adopted from its log now),
     /// `None` when it is (now) this instance's to resume.
-    pub(crate) async fn route_elsewhere(
+    pub(crate) async fn locate(
         &self,
+        relay: &Relay,
         id: &str,
     ) -> Result<Option<SessionHandle>, RelayError> {
-        let Some(c) = self.cluster() else {
+        let Some(c) = relay.cluster() else {
             return Ok(None);
         };
         let known = sql::owner_of(&c.pool, id)
@@ -110,7 +99,7 @@ impl Relay {
             // This instance's to resume (and, for a thread nobody ran, to claim): work it
             // must be able to store.
             _ => {
-                self.check_writable()?;
+                relay.check_writable()?;
                 sql::claim(&c.pool, id, &c.id)
                     .await
                     .map_err(db("claiming the session"))?
@@ -120,19 +109,19 @@ impl Relay {
             // This instance's, stored, and not held here: it is taking the session back (it
             // joined again after losing its lease, and adopts its sessions one by one). It is
             // adopted from its log now, never resumed as a thread with nothing of it.
-            if self.store().session(id).await?.is_some() {
+            if relay.store().session(id).await?.is_some() {
                 let why = format!(
                     "instance {} stopped running this session while this turn was running",
                     c.id
                 );
-                mirror::adopt(self, id, &why).await?;
-                if let Some(h) = self.inner.get(id).filter(|h| !h.remote) {
+                mirror::adopt(relay, id, &why).await?;
+                if let Some(h) = relay.inner.get(id).filter(|h| !h.remote) {
                     return Ok(Some(h));
                 }
             }
             return Ok(None);
         }
-        match mirror::load(self, id).await? {
+        match mirror::load(relay, id).await? {
             Some(h) => Ok(Some(h)),
             None => Err(RelayError::Owner {
                 session: id.to_owned(),
@@ -141,12 +130,9 @@ impl Relay {
             }),
         }
     }
-
     /// Gives up a claim made for a thread that could not be resumed here.
     pub(crate) fn unclaim(&self, id: &str) {
-        let Some(c) = self.cluster().cloned() else {
-            return;
-        };
+        let c = self.0.clone();
         let id = id.to_owned();
         tokio::spawn(async move {
             let gone = sqlx::query(
@@ -162,10 +148,9 @@ impl Relay {
             }
         });
     }
-
     /// Records a session this instance just created as its own.
-    pub(crate) async fn claim_new(&self, id: &str) -> Result<(), RelayError> {
-        let Some(c) = self.cluster() else {
+    pub(crate) async fn claim(&self, relay: &Relay, id: &str) -> Result<(), RelayError> {
+        let Some(c) = relay.cluster() else {
             return Ok(());
         };
         let owner = sql::claim_fenced(&c.pool, &c.fence, id)
@@ -191,21 +176,21 @@ impl Relay {
         }
         Ok(())
     }
-
     /// Starts the session on the least loaded live instance when this one runs at least
     /// `max_load` sessions and that one runs fewer. Sessions with tools of this process (the
     /// library's) always start here.
-    pub(crate) async fn place_elsewhere(
+    pub(crate) async fn place_new(
         &self,
+        relay: &Relay,
         opts: &CreateOptions,
     ) -> Result<Option<(SessionHandle, Option<SayOutcome>)>, RelayError> {
-        let Some(c) = self.cluster() else {
+        let Some(c) = relay.cluster() else {
             return Ok(None);
         };
         let Some(max) = c.config.max_load else {
             return Ok(None);
         };
-        let load = self.local_sessions();
+        let load = relay.local_sessions();
         if load < max || !opts.dynamic_tools.is_empty() {
             return Ok(None);
         }
@@ -219,11 +204,11 @@ impl Relay {
             return Ok(None);
         }
         tracing::info!(instance = %c.id, load, to = %target, theirs, "starting a session on a less loaded instance");
-        let op = Remote::Create {
+        let op = Create {
             options: Box::new(opts.clone()),
         };
-        let answer = match mailbox::call(self, &target, op).await {
-            Ok(answer) => answer?,
+        let created: Created = match mailbox::call(relay, &target, op.into()).await {
+            Ok(answer) => reply_of(&answer)?,
             // Taken over before it took the command: nothing was started there; start here.
             Err(mailbox::Undelivered::Withdrawn(_)) => return Ok(None),
             Err(mailbox::Undelivered::Unanswered(why)) => {
@@ -234,11 +219,7 @@ impl Relay {
                 });
             }
         };
-        let created: Created = serde_json::from_value(answer).map_err(|e| RelayError::Remote {
-            code: "remote_error".into(),
-            message: format!("the new session's answer did not parse: {e}"),
-        })?;
-        let handle = mirror::load(self, &created.session_id)
+        let handle = mirror::load(relay, &created.session_id)
             .await?
             .ok_or_else(|| RelayError::Owner {
                 session: created.session_id.clone(),
@@ -247,24 +228,6 @@ impl Relay {
             })?;
         Ok(Some((handle, created.first)))
     }
-
-    /// Answers a request of a session another instance runs, there.
-    pub(crate) async fn respond_remote(
-        &self,
-        session: &str,
-        request: &str,
-        answer: crate::answer::Answer,
-        by: &str,
-    ) -> Result<Resolution, RelayError> {
-        let op = Remote::Respond {
-            session: session.to_owned(),
-            request: request.to_owned(),
-            answer,
-            by: by.to_owned(),
-        };
-        mailbox::to_owner_as(self, session, op).await
-    }
-
     /// A request as the store has it: its session, and how it ended if it did (a request of
     /// another instance's session this one has not mirrored, or one already resolved). A
     /// client can see a request on its owner's live stream before the owner commits it, and
@@ -275,7 +238,7 @@ impl Relay {
         request: &str,
         wait: bool,
     ) -> Option<(String, Option<Resolution>)> {
-        let c = self.cluster()?;
+        let c = &self.0;
         let until = tokio::time::Instant::now() + UNSEEN_REQUEST_WAIT;
         loop {
             if let Some((session, resolution)) =
@@ -289,10 +252,5 @@ impl Relay {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-    }
-
-    /// Catches the mirror of session `id` up with what its owner committed.
-    pub(crate) async fn catch_up_mirror(&self, id: &str) -> Result<(), RelayError> {
-        mirror::catch_up(self, id).await
     }
 }

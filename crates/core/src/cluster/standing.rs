@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use super::Clustered;
 use crate::error::RelayError;
 use crate::event::Role;
 use crate::relay::Relay;
@@ -65,12 +66,14 @@ impl Relay {
             store_fault: self.store().stats().fault(),
         })
     }
+}
 
+impl Clustered {
     /// Refuses work this instance would have to store while it cannot: it holds no lease, or
     /// Postgres does not take its writes. Nothing to check outside a cluster (a relay alone
     /// keeps its writes and retries them, docs/STORE.md).
-    pub(crate) fn check_writable(&self) -> Result<(), RelayError> {
-        let (Some(c), Some(standing)) = (self.cluster(), self.cluster_standing()) else {
+    pub(crate) fn check_writable(&self, relay: &Relay) -> Result<(), RelayError> {
+        let (Some(c), Some(standing)) = (relay.cluster(), relay.cluster_standing()) else {
             return Ok(());
         };
         match standing.why_not(&c.id) {
@@ -83,16 +86,10 @@ impl Relay {
             }),
         }
     }
-
-    /// This instance's epoch now, in a cluster (see [`Relay::failed_while`]).
-    pub(crate) fn cluster_epoch(&self) -> Option<i64> {
-        self.cluster().map(|c| c.fence.epoch())
-    }
-
     /// The error to answer for work that failed: when this instance lost its lease since
     /// `epoch` (it stopped its sessions, the one this work was for among them), that is why.
     pub(crate) fn failed_while(&self, epoch: Option<i64>, e: RelayError) -> RelayError {
-        match (self.cluster(), epoch) {
+        match (Some(&self.0), epoch) {
             (Some(c), Some(before)) if c.fence.is_lost() || c.fence.epoch() != before => {
                 RelayError::Unavailable {
                     instance: c.id.clone(),
@@ -105,23 +102,20 @@ impl Relay {
             _ => e,
         }
     }
-
     /// Waits until everything this instance wrote so far is committed, before a client is told
     /// that what it asked for was done. In a cluster an instance that dies or loses its lease
     /// takes what it had not committed with it, so an answer given earlier could be a promise
     /// nobody keeps. Refused when the lease is lost first (the writes are dropped) or Postgres
     /// does not take them within a lease (they are kept and retried; the session's log shows
-    /// whether they landed). Nothing to wait for outside a cluster. `since` is the epoch taken
-    /// before the work was done ([`Relay::cluster_epoch`]): a write queued under it lands under
-    /// it or not at all, so an instance that joined again since cannot confirm it.
-    pub(crate) async fn confirm_stored(&self, since: Option<i64>) -> Result<(), RelayError> {
-        let Some(c) = self.cluster().cloned() else {
+    /// whether they landed). Nothing to wait for outside a cluster.
+    pub(crate) async fn confirm_stored(&self, relay: &Relay) -> Result<(), RelayError> {
+        let Some(c) = relay.cluster().cloned() else {
             return Ok(());
         };
-        let epoch = since.unwrap_or_else(|| c.fence.epoch());
+        let epoch = c.fence.epoch();
         let wait: Duration = c.config.lease;
         let flushed = tokio::select! {
-            r = tokio::time::timeout(wait, self.store().flush()) => Some(r),
+            r = tokio::time::timeout(wait, relay.store().flush()) => Some(r),
             () = c.fence.lost() => None,
         };
         let why = match flushed {
@@ -141,19 +135,18 @@ impl Relay {
             why,
         })
     }
-
     /// Before a new turn is acknowledged: waits (at most [`INPUT_ECHO`]) until the session's
     /// log has the user's input of that turn (Codex echoes it as the turn starts; it is logged
     /// from there), then until it is stored, so the acknowledgement covers the message itself.
     /// A steered message is only waited for to be stored (Codex echoes it when it takes it).
     pub(crate) async fn acknowledge_turn(
         &self,
+        relay: &Relay,
         shared: &SessionShared,
         after: u64,
         outcome: &SayOutcome,
-        since: Option<i64>,
     ) -> Result<(), RelayError> {
-        if self.cluster().is_none() {
+        if relay.cluster().is_none() {
             return Ok(());
         }
         if let SayOutcome::Started { turn_id } = outcome {
@@ -175,6 +168,6 @@ impl Relay {
                     "Codex did not echo the new turn's input within {INPUT_ECHO:?}; acknowledging it without");
             }
         }
-        self.confirm_stored(since).await
+        relay.confirm_stored().await
     }
 }

@@ -230,39 +230,12 @@ pub(crate) fn now_secs() -> i64 {
         .unwrap_or_default()
 }
 
-/// Now in UTC as RFC 3339 with microseconds (`2026-05-04T10:11:12.123456Z`), as Codex writes
-/// `last_refresh`.
-pub(crate) fn rfc3339_now() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    rfc3339(d.as_secs() as i64, d.subsec_micros())
-}
-
-fn rfc3339(secs: i64, micros: u32) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+use crate::time::rfc3339_now_micros as rfc3339_now;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::rfc3339_micros as rfc3339;
     use serde_json::json;
 
     fn jwt(claims: &Value) -> String {

@@ -95,7 +95,7 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
         let resolution = Resolution {
             id: p.id.clone(),
             decision: crate::answer::Decision::Deny,
-            by: crate::views::ResolvedBy::RelayRestart,
+            by: crate::decider::Decider::RelayRestart,
             reason: Some(why.clone()),
         };
         p.resolution = Some(json!(resolution).to_string());
@@ -130,27 +130,28 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
 /// one: requests the old owner left pending are declined, and the turns the loss cut are
 /// closed (completed from Codex's own record where it can be read).
 pub(crate) async fn settle_adopted(
-    relay: &crate::relay::Relay,
+    store: &crate::store::Store,
+    broker: &crate::broker::Broker,
+    servers: &crate::pool::Pool,
     shared: &Arc<SessionShared>,
     why: &str,
 ) -> Result<(), RelayError> {
-    let store = relay.store();
     let reason = format!("{why}; the Codex process that asked is gone");
     for mut p in store.pending(Some(&shared.id), true).await? {
         let resolution = Resolution {
             id: p.id.clone(),
             decision: crate::answer::Decision::Deny,
-            by: crate::views::ResolvedBy::RelayRestart,
+            by: crate::decider::Decider::RelayRestart,
             reason: Some(reason.clone()),
         };
         p.resolution = Some(json!(resolution).to_string());
         store.upsert_pending(p);
         shared.remove_pending(&resolution.id, crate::event::request_resolved(&resolution));
-        relay.inner.broker.remember(resolution);
+        broker.remember(resolution);
     }
     let log = stored_log(store, &shared.id).await?;
     if !plan::open_turns(&log).is_empty() {
-        let turns = codex_record(&relay.inner.servers, &shared.id, &log).await;
+        let turns = codex_record(servers, &shared.id, &log).await;
         shared.append_all(plan::close_cut_turns(&log, &turns, why));
     }
     shared.persist();

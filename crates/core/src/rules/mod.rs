@@ -7,16 +7,15 @@
 
 mod file;
 mod input;
-mod pattern;
 pub mod shell;
 
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::glob::Pattern;
 pub use file::{RulesFileError, parse_toml};
 pub use input::{RuleContext, RuleInput};
-pub use pattern::Pattern;
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

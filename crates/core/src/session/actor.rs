@@ -1,5 +1,5 @@
-//! The session actor: one task per session looping over commands from fronts and events from
-//! Codex. Approvals go to the broker and never block this loop. It holds narrow handles (the
+//! The session actor: one task per session looping over operations from fronts (op.rs; the
+//! runners of those the actor owns are at the end) and events from Codex. Approvals go to the broker and never block this loop. It holds narrow handles (the
 //! pool, a broker handle, its `MAX_SESSIONS` slot guard), never the relay.
 
 use std::collections::HashMap;
@@ -11,6 +11,7 @@ use codex_relay_protocol::v2::{
     FileUpdateChange, ServerNotification, ServerRequest, ThreadItem, ThreadResume,
     ThreadResumeParams, ToolCallResponse, TurnStartParams,
 };
+use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 use super::agent_sync::{AgentResumed, Seen};
@@ -19,22 +20,34 @@ use crate::broker::Broker;
 use crate::error::RelayError;
 use crate::event::{Ev, Role};
 use crate::mapper;
+use crate::op::{Close, Interrupt, Operation, Say};
 use crate::pool::Pool;
 use crate::slots::{SlotGuard, Slots};
 use crate::tool::ToolHandler;
 
-pub(crate) enum Command {
-    Say {
-        input: SayInput,
-        reply: oneshot::Sender<Result<SayOutcome, RelayError>>,
-    },
-    Interrupt {
-        reply: oneshot::Sender<Result<bool, RelayError>>,
-    },
-    Close {
-        force: bool,
-        reply: oneshot::Sender<Result<(), RelayError>>,
-    },
+/// Where an operation's typed reply goes.
+pub(crate) type Replier<T> = oneshot::Sender<Result<T, RelayError>>;
+
+/// An operation the session's actor runs: its runner.
+pub(crate) trait ActorOp: Operation {
+    fn on_actor(self, actor: &mut Actor, reply: Replier<Self::Reply>) -> BoxFuture<'_, Flow>;
+}
+
+/// An operation on its way to the actor, with where its reply goes.
+pub(crate) trait Job: Send {
+    fn run(self: Box<Self>, actor: &mut Actor) -> BoxFuture<'_, Flow>;
+}
+
+pub(crate) struct Asked<O: Operation> {
+    pub op: O,
+    pub reply: Replier<O::Reply>,
+}
+
+impl<O: ActorOp> Job for Asked<O> {
+    fn run(self: Box<Self>, actor: &mut Actor) -> BoxFuture<'_, Flow> {
+        let Asked { op, reply } = *self;
+        op.on_actor(actor, reply)
+    }
 }
 
 pub(crate) struct Actor {
@@ -48,7 +61,7 @@ pub(crate) struct Actor {
     pub slots: Slots,
     /// This session's slot; dropping it (close, the actor ending or crashing) frees it.
     pub slot: Option<SlotGuard>,
-    pub cmds: mpsc::Receiver<Command>,
+    pub cmds: mpsc::Receiver<Box<dyn Job>>,
     pub server: Option<Arc<AppServer>>,
     pub sub: Option<Subscription>,
     pub tools: HashMap<String, Arc<dyn ToolHandler>>,
@@ -65,7 +78,7 @@ pub(crate) struct Actor {
     pub default_cwd: std::path::PathBuf,
 }
 
-enum Flow {
+pub(crate) enum Flow {
     Continue,
     Stop,
 }
@@ -74,9 +87,9 @@ impl Actor {
     pub async fn run(mut self) {
         loop {
             tokio::select! {
-                cmd = self.cmds.recv() => match cmd {
-                    Some(cmd) => {
-                        if let Flow::Stop = self.handle(cmd).await {
+                job = self.cmds.recv() => match job {
+                    Some(job) => {
+                        if let Flow::Stop = job.run(&mut self).await {
                             break;
                         }
                     }
@@ -88,47 +101,6 @@ impl Actor {
         }
         self.servers.release(&self.shared.id);
         // The slot guard goes with the actor.
-    }
-
-    async fn handle(&mut self, cmd: Command) -> Flow {
-        match cmd {
-            Command::Say { input, reply } => {
-                let _ = reply.send(self.say(input).await);
-                Flow::Continue
-            }
-            Command::Interrupt { reply } => {
-                // Answered from its own task: a Codex slow to answer `turn/interrupt` must not
-                // hold up the session's commands (a close, say) and events meanwhile.
-                let asked = self.interrupt();
-                tokio::spawn(async move {
-                    let _ = reply.send(asked.await);
-                });
-                Flow::Continue
-            }
-            Command::Close { force, reply } => {
-                // Closing a session closes its sub-agents: their turns are interrupted and
-                // their requests resolved with the session's.
-                if !force {
-                    let _ = tokio::time::timeout(Duration::from_secs(3), self.interrupt()).await;
-                } else if let Some(server) = &self.server {
-                    for (thread, turn) in self.running_turns() {
-                        let server = server.clone();
-                        tokio::spawn(async move { server.turn_interrupt(&thread, &turn).await });
-                    }
-                }
-                self.broker.fail_session(
-                    &self.shared.id,
-                    crate::views::ResolvedBy::SessionClosed,
-                    "the session was closed",
-                );
-                self.shared.close();
-                self.sub = None;
-                // Freed before the reply, so the caller can open another session at once.
-                self.slot = None;
-                let _ = reply.send(Ok(()));
-                Flow::Stop
-            }
-        }
     }
 
     /// Makes sure the thread is loaded in a live app-server, restarting Codex and resuming
@@ -284,7 +256,7 @@ impl Actor {
                         self.broker.fail_turn(
                             &self.shared.id,
                             &t.turn.id,
-                            crate::views::ResolvedBy::TurnEnded,
+                            crate::decider::Decider::TurnEnded,
                             "the turn ended before anyone answered",
                         );
                     }
@@ -437,7 +409,7 @@ impl Actor {
         let message = "the relay stopped (a restart resumes the session)";
         self.broker.fail_session(
             &self.shared.id,
-            crate::views::ResolvedBy::RelayShutdown,
+            crate::decider::Decider::RelayShutdown,
             message,
         );
         self.shared.end_turn_cancelled(message);
@@ -451,7 +423,7 @@ impl Actor {
         let message = format!("Codex exited: {why}");
         self.broker.fail_session(
             &self.shared.id,
-            crate::views::ResolvedBy::CodexExit,
+            crate::decider::Decider::CodexExit,
             &message,
         );
         self.shared.append(
@@ -471,5 +443,54 @@ async fn next(sub: &mut Option<Subscription>) -> Option<PeerEvent> {
     match sub {
         Some(s) => s.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+impl ActorOp for Say {
+    fn on_actor(self, actor: &mut Actor, reply: Replier<SayOutcome>) -> BoxFuture<'_, Flow> {
+        Box::pin(async move {
+            let _ = reply.send(actor.say(self.input).await);
+            Flow::Continue
+        })
+    }
+}
+
+impl ActorOp for Interrupt {
+    fn on_actor(self, actor: &mut Actor, reply: Replier<bool>) -> BoxFuture<'_, Flow> {
+        // Answered from its own task: a Codex slow to answer `turn/interrupt` must not hold
+        // up the session's operations (a close, say) and events meanwhile.
+        let asked = actor.interrupt();
+        tokio::spawn(async move {
+            let _ = reply.send(asked.await);
+        });
+        Box::pin(std::future::ready(Flow::Continue))
+    }
+}
+
+impl ActorOp for Close {
+    fn on_actor(self, actor: &mut Actor, reply: Replier<()>) -> BoxFuture<'_, Flow> {
+        Box::pin(async move {
+            // Closing a session closes its sub-agents: their turns are interrupted and their
+            // requests resolved with the session's.
+            if !self.force {
+                let _ = tokio::time::timeout(Duration::from_secs(3), actor.interrupt()).await;
+            } else if let Some(server) = &actor.server {
+                for (thread, turn) in actor.running_turns() {
+                    let server = server.clone();
+                    tokio::spawn(async move { server.turn_interrupt(&thread, &turn).await });
+                }
+            }
+            actor.broker.fail_session(
+                &actor.shared.id,
+                crate::decider::Decider::SessionClosed,
+                "the session was closed",
+            );
+            actor.shared.close();
+            actor.sub = None;
+            // Freed before the reply, so the caller can open another session at once.
+            actor.slot = None;
+            let _ = reply.send(Ok(()));
+            Flow::Stop
+        })
     }
 }

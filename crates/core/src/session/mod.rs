@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-pub(crate) use actor::{Actor, Command};
+pub(crate) use actor::{Actor, ActorOp, Asked, Job};
 pub use agents::AgentInfo;
 pub(crate) use shared::Logged;
 pub(crate) use shared::RAW_CHUNK;
@@ -81,12 +81,30 @@ impl SayInput {
     }
 }
 
+/// Carries an operation to the instance that runs its session (the cluster, for a mirror)
+/// and answers its reply as carried ([`crate::op::Outcome`] JSON).
+pub(crate) trait Carrier: Send + Sync {
+    fn carry(
+        &self,
+        op: crate::op::Op,
+    ) -> futures::future::BoxFuture<'static, Result<String, RelayError>>;
+}
+
+/// Where a handle's operations go.
+#[derive(Clone)]
+pub(crate) enum Door {
+    /// This instance's actor runs them.
+    Actor(mpsc::Sender<Box<dyn Job>>),
+    /// A mirror of a session another instance runs: they are carried there.
+    Carried(Arc<dyn Carrier>),
+}
+
 /// A cheap handle to one session's actor and state.
 #[derive(Clone)]
 pub struct SessionHandle {
     pub(crate) shared: Arc<SessionShared>,
-    pub(crate) cmds: mpsc::Sender<Command>,
-    /// A mirror of a session another instance of the cluster runs: its commands go there.
+    pub(crate) door: Door,
+    /// A mirror of a session another instance of the cluster runs: its operations go there.
     pub(crate) remote: bool,
 }
 
@@ -95,33 +113,41 @@ impl SessionHandle {
         &self.shared.id
     }
 
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, RelayError>>) -> Command,
-    ) -> Result<T, RelayError> {
-        let (tx, rx) = oneshot::channel();
-        self.cmds
-            .send(make(tx))
-            .await
-            .map_err(|_| RelayError::Closed(self.id().to_owned()))?;
-        rx.await
-            .map_err(|_| RelayError::Closed(self.id().to_owned()))?
+    /// Runs `op` where the session runs: this instance's actor, or, for a mirror, the
+    /// instance that runs the session.
+    pub(crate) async fn run<O: ActorOp>(&self, op: O) -> Result<O::Reply, RelayError> {
+        let closed = || RelayError::Closed(self.id().to_owned());
+        match &self.door {
+            Door::Actor(jobs) => {
+                let (reply, rx) = oneshot::channel();
+                jobs.send(Box::new(Asked { op, reply }))
+                    .await
+                    .map_err(|_| closed())?;
+                rx.await.map_err(|_| closed())?
+            }
+            Door::Carried(carrier) => {
+                crate::op::reply_of::<O::Reply>(&carrier.carry(op.into()).await?)
+            }
+        }
     }
 
     /// Starts a turn, or steers the running one.
     pub async fn say(&self, input: SayInput) -> Result<SayOutcome, RelayError> {
-        self.ask(|reply| Command::Say { input, reply }).await
+        let session = self.id().to_owned();
+        self.run(crate::op::Say { session, input }).await
     }
 
     /// Interrupts the running turn; `false` when none was running. The session stays usable.
     pub async fn interrupt(&self) -> Result<bool, RelayError> {
-        self.ask(|reply| Command::Interrupt { reply }).await
+        let session = self.id().to_owned();
+        self.run(crate::op::Interrupt { session }).await
     }
 
     /// Ends the session: interrupts a running turn (or, with `force`, does not wait for it),
     /// resolves its pending requests fail-closed, and stops its actor.
     pub async fn close(&self, force: bool) -> Result<(), RelayError> {
-        self.ask(|reply| Command::Close { force, reply }).await
+        let session = self.id().to_owned();
+        self.run(crate::op::Close { session, force }).await
     }
 
     /// The turn running now, if any.

@@ -37,6 +37,7 @@ pub use error::StoreError;
 pub use fence::{Diverged, Fence, Fenced};
 pub use health::{StoreFault, StoreHealth};
 pub use lost::{LossNote, LostEvents};
+pub(crate) use postgres::connect as connect_postgres;
 pub use probe::{ProbeReport, SpoolReport, probe};
 pub use records::*;
 pub use retention::{PruneReport, Retention, RetentionStats, StoreSize};

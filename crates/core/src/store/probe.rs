@@ -34,9 +34,6 @@ pub struct ProbeReport {
     /// The note a relay that stopped on a failing store left for the next open: events it
     /// showed and could not store.
     pub loss_note: Option<LossNote>,
-    /// Postgres: the cluster's instances as the database records them (empty when no relay
-    /// has joined one there).
-    pub cluster: Vec<crate::cluster::InstanceView>,
 }
 
 /// Writes waiting in a spool directory.
@@ -70,7 +67,6 @@ pub async fn probe(target: &str) -> Result<ProbeReport, StoreError> {
                     free_bytes: None,
                     spool: None,
                     loss_note: None,
-                    cluster: Vec::new(),
                 });
             }
             probe_sqlite(target, options.get_filename().to_owned(), None).await
@@ -154,7 +150,6 @@ async fn probe_sqlite(
         free_bytes: free_bytes(nearest),
         spool: spool_report,
         loss_note,
-        cluster: Vec::new(),
     })
 }
 
@@ -207,11 +202,6 @@ async fn probe_postgres(url: &str) -> Result<ProbeReport, StoreError> {
     })
     .await
     .unwrap_or_else(|_| Err(sqlx::Error::PoolTimedOut));
-    let cluster = tokio::time::timeout(PROBE_WAIT, crate::cluster::instances_on(&mut conn))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
     let _ = conn.close().await;
     match read_only {
         Ok(v) if v == "off" => {}
@@ -238,7 +228,6 @@ async fn probe_postgres(url: &str) -> Result<ProbeReport, StoreError> {
         free_bytes: None,
         spool: None,
         loss_note: NotePlaces::new(url, None, None).and_then(|places| places.read()),
-        cluster,
     })
 }
 

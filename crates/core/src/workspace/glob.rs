@@ -1,30 +1,17 @@
-//! The small glob dialect of workspace mounts: `*`, `?`, `**` and `[abc]`/`[a-z]`/`[!x]`,
+//! Workspace mounts' include and exclude patterns: the relay's glob dialect ([`crate::glob`])
 //! matched against `/`-separated paths relative to the mount.
 
 use super::WorkspaceError;
+use crate::glob::Pattern;
 
-/// One compiled pattern. A pattern without `/` matches a file or directory name at any depth
-/// (`*.rs`, `target`); with a `/` it matches the whole relative path (`src/**/*.rs`, `docs/*`).
+/// One compiled pattern, in the relay's glob dialect ([`crate::glob`]). A pattern without `/`
+/// matches a file or directory name at any depth (`*.rs`, `target`); with a `/` it matches the
+/// whole relative path (`src/**/*.rs`, `docs/*`). Here `**` must be a whole segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Glob {
     text: String,
-    tokens: Vec<Token>,
+    pattern: Pattern,
     anchored: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Token {
-    Literal(char),
-    /// `?`: one character other than `/`.
-    One,
-    /// `*`: any run of characters without `/`.
-    Star,
-    /// `**` as a whole segment: any number of segments (zero included).
-    Segments,
-    Class {
-        negated: bool,
-        ranges: Vec<(char, char)>,
-    },
 }
 
 impl Glob {
@@ -42,69 +29,16 @@ impl Glob {
                 "patterns are relative to the mount; drop the leading `/`",
             ));
         }
-        let anchored = trimmed.contains('/');
-        let chars: Vec<char> = trimmed.chars().collect();
-        let mut tokens = Vec::new();
-        let mut i = 0;
-        while i < chars.len() {
-            match chars[i] {
-                '*' if chars.get(i + 1) == Some(&'*') => {
-                    let starts_segment = i == 0 || chars[i - 1] == '/';
-                    let ends_segment = i + 2 == chars.len() || chars[i + 2] == '/';
-                    if !(starts_segment && ends_segment) {
-                        return Err(bad("`**` must be a whole path segment (`a/**/b`)"));
-                    }
-                    tokens.push(Token::Segments);
-                    // `**/` also swallows its slash so that it can match zero segments.
-                    i += if i + 2 < chars.len() { 3 } else { 2 };
-                }
-                '*' => {
-                    tokens.push(Token::Star);
-                    i += 1;
-                }
-                '?' => {
-                    tokens.push(Token::One);
-                    i += 1;
-                }
-                '[' => {
-                    let close = chars[i + 1..]
-                        .iter()
-                        .position(|c| *c == ']')
-                        .ok_or_else(|| bad("unclosed `[`"))?
-                        + i
-                        + 1;
-                    let mut body = &chars[i + 1..close];
-                    let negated = matches!(body.first(), Some('!' | '^'));
-                    if negated {
-                        body = &body[1..];
-                    }
-                    if body.is_empty() {
-                        return Err(bad("empty `[]` class"));
-                    }
-                    let mut ranges = Vec::new();
-                    let mut j = 0;
-                    while j < body.len() {
-                        if j + 2 < body.len() && body[j + 1] == '-' {
-                            ranges.push((body[j], body[j + 2]));
-                            j += 3;
-                        } else {
-                            ranges.push((body[j], body[j]));
-                            j += 1;
-                        }
-                    }
-                    tokens.push(Token::Class { negated, ranges });
-                    i = close + 1;
-                }
-                c => {
-                    tokens.push(Token::Literal(c));
-                    i += 1;
-                }
-            }
+        let whole_segments = trimmed
+            .split('/')
+            .all(|segment| !segment.contains("**") || segment == "**");
+        if !whole_segments {
+            return Err(bad("`**` must be a whole path segment (`a/**/b`)"));
         }
         Ok(Self {
             text: text.to_owned(),
-            tokens,
-            anchored,
+            pattern: Pattern::path(trimmed).map_err(|why| bad(&why))?,
+            anchored: trimmed.contains('/'),
         })
     }
 
@@ -114,45 +48,10 @@ impl Glob {
 
     /// Whether `rel` (a `/`-separated path relative to the mount) matches.
     pub fn matches(&self, rel: &str) -> bool {
-        let path: Vec<char> = if self.anchored {
-            rel.chars().collect()
+        if self.anchored {
+            self.pattern.matches(rel)
         } else {
-            rel.rsplit('/').next().unwrap_or(rel).chars().collect()
-        };
-        match_from(&self.tokens, &path)
-    }
-}
-
-fn match_from(tokens: &[Token], path: &[char]) -> bool {
-    let Some((first, rest)) = tokens.split_first() else {
-        return path.is_empty();
-    };
-    match first {
-        Token::Literal(c) => path.first() == Some(c) && match_from(rest, &path[1..]),
-        Token::One => path.first().is_some_and(|c| *c != '/') && match_from(rest, &path[1..]),
-        Token::Class { negated, ranges } => {
-            path.first().is_some_and(|c| {
-                *c != '/' && ranges.iter().any(|(lo, hi)| lo <= c && c <= hi) != *negated
-            }) && match_from(rest, &path[1..])
-        }
-        Token::Star => {
-            for n in 0..=path.len() {
-                if match_from(rest, &path[n..]) {
-                    return true;
-                }
-                if path.get(n) == Some(&'/') {
-                    break;
-                }
-            }
-            false
-        }
-        Token::Segments => {
-            // Zero segments, or skip through each following `/`.
-            if match_from(rest, path) {
-                return true;
-            }
-            (0..path.len()).any(|n| path[n] == '/' && match_from(rest, &path[n + 1..]))
-                || (rest.is_empty() && !path.is_empty())
+            self.pattern.matches(rel.rsplit('/').next().unwrap_or(rel))
         }
     }
 }
@@ -218,6 +117,23 @@ mod tests {
         assert!(m("[!ab].txt", "c.txt"));
         assert!(m("file[0-9]", "file7"));
         assert!(!m("file[0-9]", "filex"));
+    }
+
+    /// One dialect with the rules' (crate::glob): before, a mount read `[]a]` as an empty
+    /// class and `\*` as two characters, where a rule read a `]` member and a literal `*`.
+    #[test]
+    fn the_dialect_is_the_rules_one() {
+        for (pattern, path) in [("[]a].txt", "].txt"), ("\\*.txt", "*.txt")] {
+            assert!(m(pattern, path), "{pattern}");
+            assert!(Pattern::path(pattern).unwrap().matches(path), "{pattern}");
+        }
+        assert!(!m("\\*.txt", "a.txt"));
+        assert!(
+            Glob::new("[z-a]")
+                .unwrap_err()
+                .to_string()
+                .contains("backwards")
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The layers hold: crate dependencies point down only (`cargo metadata`: wire types, then the
 //! Codex peer, then the engine, then the fronts, which never depend on one another, then the
-//! binary), and the engine's session, broker and relay modules form no cycle (read from their
-//! `crate::` paths). And each crate's integration tests stay one binary.
+//! binary); inside the engine, the ground floor imports nothing above it, the store builds on
+//! it alone, only the placement names the cluster, and the session, broker and relay modules
+//! form no cycle (all read from the sources' `crate::` paths). And each crate's integration
+//! tests stay one binary.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -138,30 +140,118 @@ fn every_crate_has_at_most_one_integration_test_binary() {
     }
 }
 
-/// The top-level modules of `crates/core/src` that `path` (a file or a directory of one
-/// module) names as `crate::<module>`.
+/// The top-level modules of `crates/core/src` that `path` (a file, or a module's directory
+/// with everything under it) names as `crate::<module>` in its code (comments and doc links
+/// are not imports).
 fn references(path: &Path) -> BTreeSet<String> {
-    let files: Vec<PathBuf> = if path.is_dir() {
-        std::fs::read_dir(path)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-            .collect()
-    } else {
-        vec![path.to_path_buf()]
-    };
+    let mut files = vec![path.to_path_buf()];
     let mut out = BTreeSet::new();
-    for f in files {
+    while let Some(f) = files.pop() {
+        if f.is_dir() {
+            files.extend(std::fs::read_dir(&f).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if f.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
         let text = std::fs::read_to_string(&f).unwrap();
-        for (i, _) in text.match_indices("crate::") {
-            let name: String = text[i + 7..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            out.insert(name);
+        let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+        for line in code {
+            for (i, _) in line.match_indices("crate::") {
+                let name: String = line[i + 7..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                out.insert(name);
+            }
         }
     }
     out
+}
+
+/// A top-level module of `crates/core/src`: its file, or its directory.
+fn module(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let dir = src.join(name);
+    if dir.is_dir() {
+        dir
+    } else {
+        src.join(format!("{name}.rs"))
+    }
+}
+
+/// Core's ground floor (docs/ARCHITECTURE.md, "Floors inside core"): ids, time, globs, the events,
+/// answers and deciders, pending requests and their option words, and the small settings types.
+/// It imports nothing above it, so everything else can build on it.
+const GROUND: &[&str] = &[
+    "ids",
+    "time",
+    "glob",
+    "event",
+    "answer",
+    "decider",
+    "options",
+    "pending",
+    "modes",
+    "crash_loop",
+    "tool",
+];
+
+/// What module `name` imports from above `floor` (any module of core not on it).
+fn upward(name: &str, floor: &[&str]) -> Vec<String> {
+    references(&module(name))
+        .into_iter()
+        .filter(|r| r != name && !floor.contains(&r.as_str()))
+        .collect()
+}
+
+#[test]
+fn the_ground_floor_imports_nothing_above_it() {
+    let mut found = Vec::new();
+    for m in GROUND {
+        assert!(module(m).exists(), "{m} is gone: update GROUND");
+        for up in upward(m, GROUND) {
+            found.push(format!("{m} imports crate::{up}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the ground floor imports from above it: {found:?}"
+    );
+}
+
+#[test]
+fn the_store_builds_on_the_ground_floor_only_and_knows_nothing_of_the_cluster() {
+    let floor: Vec<&str> = GROUND.iter().copied().chain(["store"]).collect();
+    let up = upward("store", &floor);
+    assert!(up.is_empty(), "the store imports {up:?}");
+}
+
+/// The cluster sits behind the placement seam (core/placement.rs): nothing else in core names
+/// it, the relay least of all.
+#[test]
+fn only_the_placement_names_the_cluster() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut naming = Vec::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if matches!(name.as_str(), "cluster" | "placement" | "lib") {
+            continue;
+        }
+        if references(&path).contains("cluster") {
+            naming.push(name);
+        }
+    }
+    naming.sort();
+    assert!(naming.is_empty(), "these name the cluster: {naming:?}");
+}
+
+/// Recovery works on narrow handles (the store, the broker, the pool), never the relay.
+#[test]
+fn recovery_names_no_relay() {
+    let refs = references(&module("recovery"));
+    assert!(!refs.contains("relay"), "recovery imports {refs:?}");
 }
 
 #[test]

@@ -7,6 +7,7 @@
 mod common;
 
 mod auth;
+mod cluster;
 mod crash_loop;
 mod event_kinds;
 mod failures;

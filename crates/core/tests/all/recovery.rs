@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::{Backend, Env, assert_contiguous};
 use codex_relay_core::{
-    Answer, CreateOptions, Decision, Ev, ListFilter, PermissionMode, Relay, ResolvedBy, SayInput,
+    Answer, CreateOptions, Decider, Decision, Ev, ListFilter, PermissionMode, Relay, SayInput,
     SayOutcome, SessionStatus,
 };
 use codex_relay_testkit::{Reply, procs};
@@ -77,7 +77,7 @@ async fn sigkill_mid_turn_errors_resolves_and_the_next_say_works(
     });
     assert_eq!(
         resolved,
-        Some((pending_id, Decision::Deny, ResolvedBy::CodexExit))
+        Some((pending_id, Decision::Deny, Decider::CodexExit))
     );
     assert!(
         procs::wait_group_gone(pgid, Duration::from_secs(2))
@@ -176,7 +176,12 @@ async fn relay_restart_keeps_list_and_history_and_say_resumes(
     assert_eq!(relay2.status(&done).unwrap().status, SessionStatus::Idle);
     assert!(relay2.pending(None).is_empty());
     let late = relay2
-        .respond(&waiting, &pending_id, Answer::approve(), "test")
+        .respond(
+            &waiting,
+            &pending_id,
+            Answer::approve(),
+            codex_relay_core::Decider::library("test"),
+        )
         .await;
     assert!(
         matches!(

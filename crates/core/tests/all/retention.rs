@@ -124,7 +124,12 @@ async fn an_idle_session_is_pruned_and_one_waiting_for_an_approval_is_not(
 
     // The request is answered after all that, and Codex runs the command.
     env.relay
-        .respond(&live, &request, Answer::approve(), "test")
+        .respond(
+            &live,
+            &request,
+            Answer::approve(),
+            codex_relay_core::Decider::library("test"),
+        )
         .await
         .unwrap();
     env.until(&live, "the approved turn", |s| {

@@ -202,7 +202,12 @@ async fn rules_answer_before_a_human_and_survive_a_restart(
         after_deny.body
     );
     relay
-        .respond(&id, &snap.pending[0].id, Answer::approve(), "test")
+        .respond(
+            &id,
+            &snap.pending[0].id,
+            Answer::approve(),
+            codex_relay_core::Decider::library("test"),
+        )
         .await
         .unwrap();
     until(&relay, &id, "the turn's end", |s| {
@@ -305,7 +310,12 @@ async fn codex_remembers_the_prefix_a_person_chose(version: &'static str) {
     );
     let r = env
         .relay
-        .respond(&id, &p.id, Answer::ApproveWithCodexRule, "test")
+        .respond(
+            &id,
+            &p.id,
+            Answer::ApproveWithCodexRule,
+            codex_relay_core::Decider::library("test"),
+        )
         .await
         .unwrap();
     assert_eq!(r.decision.as_str(), "approve with codex rule");

@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::common::{Backend, Env, assert_contiguous};
 use codex_relay_core::answer::PendingKind;
 use codex_relay_core::{
-    Answer, CreateOptions, Decision, Ev, PermissionMode, RelayError, ResolvedBy, SayInput,
-    SayOutcome, SessionStatus,
+    Answer, CreateOptions, Decider, Decision, Ev, PermissionMode, RelayError, SayInput, SayOutcome,
+    SessionStatus,
 };
 use codex_relay_testkit::Reply;
 
@@ -108,7 +108,12 @@ async fn two_turns_with_an_approval_in_between(version: &'static str, backend: B
     assert_eq!(env.relay.pending(Some(&id)).len(), 1);
     let r = env
         .relay
-        .respond(&id, &pending.id, Answer::approve(), "test")
+        .respond(
+            &id,
+            &pending.id,
+            Answer::approve(),
+            codex_relay_core::Decider::library("test"),
+        )
         .await
         .unwrap();
     assert_eq!((r.decision.as_str(), r.by.as_str()), ("approve", "test"));
@@ -188,7 +193,12 @@ async fn deny_with_a_reason_reaches_the_model(version: &'static str, backend: Ba
         session_awaiting_approval(&env, "prod.txt", vec![Reply::text("understood")]).await;
     let r = env
         .relay
-        .respond(&id, &pending.id, Answer::deny("not in prod"), "test")
+        .respond(
+            &id,
+            &pending.id,
+            Answer::deny("not in prod"),
+            codex_relay_core::Decider::library("test"),
+        )
         .await
         .unwrap();
     assert_eq!(r.decision, Decision::Deny);
@@ -248,7 +258,7 @@ async fn an_unanswered_approval_is_declined_at_its_timeout(
         });
     assert_eq!(
         resolved,
-        Some((pending.id.clone(), Decision::Deny, ResolvedBy::Timeout))
+        Some((pending.id.clone(), Decision::Deny, Decider::Timeout))
     );
     // Checked from both sides: declined at its deadline, not before and not long after.
     let events = env.all_events(&id).await;
@@ -268,7 +278,12 @@ async fn an_unanswered_approval_is_declined_at_its_timeout(
     // A late answer is told it came too late.
     let late = env
         .relay
-        .respond(&id, &pending.id, Answer::approve(), "test")
+        .respond(
+            &id,
+            &pending.id,
+            Answer::approve(),
+            codex_relay_core::Decider::library("test"),
+        )
         .await;
     assert!(
         matches!(late, Err(RelayError::AlreadyResolved { ref by, .. }) if by.as_str() == "timeout"),
@@ -293,10 +308,18 @@ async fn two_racing_answers_exactly_one_wins(version: &'static str, backend: Bac
     let (id, pending) =
         session_awaiting_approval(&env, "race.txt", vec![Reply::text("done")]).await;
     let (a, b) = tokio::join!(
-        env.relay
-            .respond(&id, &pending.id, Answer::approve(), "front-a"),
-        env.relay
-            .respond(&id, &pending.id, Answer::Deny { reason: None }, "front-b"),
+        env.relay.respond(
+            &id,
+            &pending.id,
+            Answer::approve(),
+            codex_relay_core::Decider::library("front-a")
+        ),
+        env.relay.respond(
+            &id,
+            &pending.id,
+            Answer::Deny { reason: None },
+            codex_relay_core::Decider::library("front-b")
+        ),
     );
     let wins = [a.is_ok(), b.is_ok()].iter().filter(|w| **w).count();
     assert_eq!(wins, 1, "{a:?} / {b:?}");
@@ -319,7 +342,12 @@ async fn two_racing_answers_exactly_one_wins(version: &'static str, backend: Bac
     // Unknown ids and junk answers are clear errors, not panics.
     assert!(matches!(
         env.relay
-            .respond(&id, "req_nope", Answer::approve(), "t")
+            .respond(
+                &id,
+                "req_nope",
+                Answer::approve(),
+                codex_relay_core::Decider::library("t")
+            )
             .await,
         Err(RelayError::UnknownRequest { .. })
     ));
@@ -442,7 +470,7 @@ async fn interrupt_with_an_approval_open_resolves_it_before_the_turn_ends(
     let at = |pred: &dyn Fn(&Ev) -> bool| events.iter().position(|e| pred(&e.ev));
     let resolved = at(&|ev| {
         matches!(ev, Ev::RequestResolved { id, by, decision, .. }
-            if *id == pending.id && *by == ResolvedBy::TurnEnded && *decision == Decision::Deny)
+            if *id == pending.id && *by == Decider::TurnEnded && *decision == Decision::Deny)
     })
     .expect("the open request is resolved as turn-ended");
     let ended = at(&|ev| matches!(ev, Ev::TurnEnd { .. })).expect("the turn ends");

@@ -140,7 +140,12 @@ async fn a_childs_approval_is_the_sessions_and_approving_runs_it(version: &'stat
 
     let r = env
         .relay
-        .respond(&id, &p.id, Answer::approve(), "mcp")
+        .respond(
+            &id,
+            &p.id,
+            Answer::approve(),
+            codex_relay_core::Decider::Person(codex_relay_core::Front::Mcp),
+        )
         .await
         .unwrap();
     assert_eq!(r.decision, Decision::Approve);
@@ -219,7 +224,7 @@ async fn a_denial_reason_reaches_the_childs_model(version: &'static str) {
             &id,
             &pending[0].id,
             Answer::deny("not from a sub-agent"),
-            "mcp",
+            codex_relay_core::Decider::Person(codex_relay_core::Front::Mcp),
         )
         .await
         .unwrap();
@@ -290,11 +295,21 @@ async fn two_children_ask_at_once_and_each_answer_reaches_its_child(version: &'s
     );
     // Answer the second one first: each answer goes to the child that asked.
     env.relay
-        .respond(&id, &b.id, Answer::deny("only a"), "mcp")
+        .respond(
+            &id,
+            &b.id,
+            Answer::deny("only a"),
+            codex_relay_core::Decider::Person(codex_relay_core::Front::Mcp),
+        )
         .await
         .unwrap();
     env.relay
-        .respond(&id, &a.id, Answer::approve(), "mcp")
+        .respond(
+            &id,
+            &a.id,
+            Answer::approve(),
+            codex_relay_core::Decider::Person(codex_relay_core::Front::Mcp),
+        )
         .await
         .unwrap();
     env.until(&id, "both children to finish", |s| {

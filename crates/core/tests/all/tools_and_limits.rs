@@ -259,7 +259,7 @@ mod dynamic_tools {
                     success: true,
                     text: "ops says: closed today".into(),
                 },
-                "test",
+                codex_relay_core::Decider::library("test"),
             )
             .await
             .unwrap();
@@ -351,7 +351,7 @@ mod questions {
                 &id,
                 &q.id,
                 Answer::Answers(vec!["prod".into(), "staging".into()]),
-                "test",
+                codex_relay_core::Decider::library("test"),
             )
             .await;
         match wrong {
@@ -362,7 +362,12 @@ mod questions {
         }
         let r = env
             .relay
-            .respond(&id, &q.id, Answer::Answers(vec!["Prod".into()]), "test")
+            .respond(
+                &id,
+                &q.id,
+                Answer::Answers(vec!["Prod".into()]),
+                codex_relay_core::Decider::library("test"),
+            )
             .await
             .unwrap();
         assert_eq!(r.decision, Decision::Answer);
@@ -437,7 +442,12 @@ mod file_changes {
         assert!(changes[0].path.ends_with("hello.txt"), "{changes:?}");
         assert!(changes[0].diff.contains("hi there"), "{changes:?}");
         env.relay
-            .respond(&id, &p.id, Answer::approve(), "test")
+            .respond(
+                &id,
+                &p.id,
+                Answer::approve(),
+                codex_relay_core::Decider::library("test"),
+            )
             .await
             .unwrap();
         env.until(&id, "the turn", |s| s.status == SessionStatus::Idle)

@@ -527,7 +527,12 @@ format = "slack"
     );
     // c's request, answered by a person, makes its pending notifications moot.
     relay
-        .respond(&c, &other, Answer::deny("not now"), "test")
+        .respond(
+            &c,
+            &other,
+            Answer::deny("not now"),
+            codex_relay_core::Decider::library("test"),
+        )
         .await
         .unwrap();
     until(&relay, &c, "c's turn end", |s| {

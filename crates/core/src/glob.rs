@@ -1,6 +1,9 @@
-//! The glob dialect of rules: `*`, `?`, `**` and `[abc]`/`[a-z]`/`[!x]`. Over paths, `*` and
-//! `?` stay within one `/`-separated segment and `**` spans any number of them; over a
-//! command line every character is alike (`cargo test *` matches `cargo test --all`).
+//! The relay's one glob dialect (rules' commands, directories and paths; workspace mounts'
+//! include and exclude): `*`, `?`, `**`, classes `[abc]`/`[a-z]`/`[!x]` (also `[^x]`; a `]`
+//! right after `[` or `[!` is a member, a backwards range is refused) and `\` before a character
+//! that is meant literally. Over paths, `*`, `?` and classes stay within one `/`-separated
+//! segment and `**` spans any number of them (`a/**/b` also matches `a/b`); over a command line
+//! every character is alike (`cargo test *` matches `cargo test --all`). docs/RULES.md, "Globs".
 
 /// A compiled glob.
 #[derive(Debug, Clone, PartialEq, Eq)]
