@@ -51,6 +51,7 @@ impl Relay {
             };
             return crate::op::reply_of(&self.placement().carry(self, op.into()).await?);
         }
+        let epoch = self.placement_epoch();
         if self.inner.broker.is_open(session_id, request_id) {
             self.placement()
                 .claim_answer(self, session_id, request_id, &by)
@@ -61,7 +62,8 @@ impl Relay {
             .broker
             .answer(session_id, request_id, answer, by)
             .await?;
-        self.confirm_stored().await?;
+        // The caller hears of the answer once the log has it.
+        self.confirm_stored(epoch).await?;
         Ok(resolution)
     }
 }

@@ -235,12 +235,17 @@ impl Operation for Create {
     }
     fn run_here(self, relay: &Relay) -> BoxFuture<'_, Result<Created, RelayError>> {
         Box::pin(async move {
+            let epoch = relay.placement_epoch();
             let (handle, first) = relay.create_here(*self.options).await?;
             // The session's row (and its first message) is committed before the caller
             // mirrors it.
             match &first {
-                Some(first) => relay.acknowledge_turn(&handle.shared, 0, first).await?,
-                None => relay.confirm_stored().await?,
+                Some(first) => {
+                    relay
+                        .acknowledge_turn(&handle.shared, 0, first, epoch)
+                        .await?
+                }
+                None => relay.confirm_stored(epoch).await?,
             }
             Ok(Created {
                 session_id: handle.id().to_owned(),

@@ -85,7 +85,13 @@ pub(crate) trait Placement: Send + Sync + 'static {
     }
 
     /// Waits until what this place wrote is stored, before a client is told it was done.
-    fn confirm_stored<'a>(&'a self, _relay: &'a Relay) -> BoxFuture<'a, Result<(), RelayError>> {
+    /// `since` is the place's epoch taken before the work ([`Placement::epoch`]): a write queued
+    /// under it lands under it or not at all, so a place that joined again since cannot confirm it.
+    fn confirm_stored<'a>(
+        &'a self,
+        _relay: &'a Relay,
+        _since: Option<i64>,
+    ) -> BoxFuture<'a, Result<(), RelayError>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -96,6 +102,7 @@ pub(crate) trait Placement: Send + Sync + 'static {
         _shared: &'a SessionShared,
         _after: u64,
         _outcome: &'a SayOutcome,
+        _since: Option<i64>,
     ) -> BoxFuture<'a, Result<(), RelayError>> {
         Box::pin(async { Ok(()) })
     }
@@ -212,8 +219,10 @@ impl Relay {
         self.placement().failed_while(epoch, e)
     }
 
-    pub(crate) async fn confirm_stored(&self) -> Result<(), RelayError> {
-        self.placement().confirm_stored(self).await
+    /// Waits until what was written since the place's epoch `since` (taken before the work)
+    /// is stored, before the caller is told the work was done.
+    pub(crate) async fn confirm_stored(&self, since: Option<i64>) -> Result<(), RelayError> {
+        self.placement().confirm_stored(self, since).await
     }
 
     pub(crate) async fn acknowledge_turn(
@@ -221,9 +230,10 @@ impl Relay {
         shared: &SessionShared,
         after: u64,
         outcome: &SayOutcome,
+        since: Option<i64>,
     ) -> Result<(), RelayError> {
         self.placement()
-            .acknowledge_turn(self, shared, after, outcome)
+            .acknowledge_turn(self, shared, after, outcome, since)
             .await
     }
 
@@ -252,9 +262,11 @@ impl Relay {
         let handle = self
             .known_anywhere(op.session().unwrap_or_default())
             .await?;
+        // What the operation writes is acknowledged only as stored under this epoch.
+        let epoch = self.placement_epoch();
         let reply = handle.run(op).await?;
         if !handle.remote {
-            self.confirm_stored().await?;
+            self.confirm_stored(epoch).await?;
         }
         Ok(reply)
     }

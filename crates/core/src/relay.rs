@@ -284,8 +284,11 @@ impl Relay {
             .map_err(|e| self.failed_while(epoch, e))?;
         // Told to the caller only once the session (and its first message) is stored.
         match &created.1 {
-            Some(first) => self.acknowledge_turn(&created.0.shared, 0, first).await?,
-            None => self.confirm_stored().await?,
+            Some(first) => {
+                self.acknowledge_turn(&created.0.shared, 0, first, epoch)
+                    .await?
+            }
+            None => self.confirm_stored(epoch).await?,
         }
         Ok(created)
     }
@@ -489,7 +492,8 @@ impl Relay {
             .await
             .map_err(|e| self.failed_while(epoch, e))?;
         // Told to the caller only once the message is stored.
-        self.acknowledge_turn(&handle.shared, before, &said).await?;
+        self.acknowledge_turn(&handle.shared, before, &said, epoch)
+            .await?;
         Ok(said)
     }
 
@@ -503,6 +507,8 @@ impl Relay {
     pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
         self.check_writable()?;
         let handle = self.known_anywhere(id).await?;
+        // What the close writes is acknowledged only as stored under this epoch.
+        let epoch = self.placement_epoch();
         // The actor frees the session's slot as it closes.
         let closed = handle.close(force).await;
         self.inner
@@ -512,7 +518,7 @@ impl Relay {
             .remove(id);
         closed?;
         if !handle.remote {
-            self.confirm_stored().await?;
+            self.confirm_stored(epoch).await?;
         }
         Ok(())
     }

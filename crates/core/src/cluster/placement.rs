@@ -72,8 +72,12 @@ impl Placement for Clustered {
         self.failed_while(epoch, e)
     }
 
-    fn confirm_stored<'a>(&'a self, relay: &'a Relay) -> BoxFuture<'a, Result<(), RelayError>> {
-        Box::pin(self.confirm_stored(relay))
+    fn confirm_stored<'a>(
+        &'a self,
+        relay: &'a Relay,
+        since: Option<i64>,
+    ) -> BoxFuture<'a, Result<(), RelayError>> {
+        Box::pin(self.confirm_stored(relay, since))
     }
 
     fn acknowledge_turn<'a>(
@@ -82,8 +86,9 @@ impl Placement for Clustered {
         shared: &'a SessionShared,
         after: u64,
         outcome: &'a SayOutcome,
+        since: Option<i64>,
     ) -> BoxFuture<'a, Result<(), RelayError>> {
-        Box::pin(self.acknowledge_turn(relay, shared, after, outcome))
+        Box::pin(self.acknowledge_turn(relay, shared, after, outcome, since))
     }
 
     fn here<'a>(

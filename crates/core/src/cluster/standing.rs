@@ -107,12 +107,18 @@ impl Clustered {
     /// takes what it had not committed with it, so an answer given earlier could be a promise
     /// nobody keeps. Refused when the lease is lost first (the writes are dropped) or Postgres
     /// does not take them within a lease (they are kept and retried; the session's log shows
-    /// whether they landed). Nothing to wait for outside a cluster.
-    pub(crate) async fn confirm_stored(&self, relay: &Relay) -> Result<(), RelayError> {
+    /// whether they landed). Nothing to wait for outside a cluster. `since` is the epoch taken
+    /// before the work was done: a write queued under it lands under it or not at all, so an
+    /// instance that joined again since cannot confirm it.
+    pub(crate) async fn confirm_stored(
+        &self,
+        relay: &Relay,
+        since: Option<i64>,
+    ) -> Result<(), RelayError> {
         let Some(c) = relay.cluster().cloned() else {
             return Ok(());
         };
-        let epoch = c.fence.epoch();
+        let epoch = since.unwrap_or_else(|| c.fence.epoch());
         let wait: Duration = c.config.lease;
         let flushed = tokio::select! {
             r = tokio::time::timeout(wait, relay.store().flush()) => Some(r),
@@ -145,6 +151,7 @@ impl Clustered {
         shared: &SessionShared,
         after: u64,
         outcome: &SayOutcome,
+        since: Option<i64>,
     ) -> Result<(), RelayError> {
         if relay.cluster().is_none() {
             return Ok(());
@@ -168,6 +175,6 @@ impl Clustered {
                     "Codex did not echo the new turn's input within {INPUT_ECHO:?}; acknowledging it without");
             }
         }
-        relay.confirm_stored().await
+        relay.confirm_stored(since).await
     }
 }
