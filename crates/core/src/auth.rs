@@ -27,6 +27,8 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+pub use crate::error::AuthError;
+
 /// How Codex authenticates to the model provider.
 #[derive(Clone)]
 pub enum Credentials {
@@ -253,23 +255,6 @@ fn chatgpt_params(tokens: &ChatgptTokens) -> Value {
     let mut map = tokens.to_wire();
     map.insert("type".into(), json!("chatgptAuthTokens"));
     Value::Object(map)
-}
-
-/// Authentication went wrong.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthError {
-    #[error("Codex refused the {kind} login (account/login/start): {source}")]
-    Login {
-        kind: &'static str,
-        #[source]
-        source: PeerError,
-    },
-    #[error("Codex answered account/login/start with {answer}, not a {kind} login")]
-    UnexpectedLogin { kind: &'static str, answer: Value },
-    #[error("the relay's ChatGPT login: {0}")]
-    CodexHome(#[from] crate::login::LoginError),
-    #[error("the relay's ChatGPT login is not open (Relay::open opens it)")]
-    NotOpen,
 }
 
 const LOGIN: &str = "account/login/start";

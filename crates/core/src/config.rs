@@ -1,8 +1,11 @@
-//! The engine's settings ([`RelayConfig`]) and how a session is created ([`CreateOptions`]).
+//! How a session is created ([`CreateOptions`], an isolated [`WorkspaceSpec`]), how a relay
+//! takes part in a cluster ([`ClusterConfig`]), and the defaults. On core's ground floor: the
+//! engine's own settings, which gather the store's, auth's, policy's and rules' settings, are
+//! in relay_config.rs.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use codex_relay_codex::AppServerConfig;
 use codex_relay_protocol::v2::{ApprovalPolicy, SandboxMode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -17,40 +20,6 @@ pub const DEFAULT_SESSIONS_PER_CODEX: usize = 25;
 /// How long [`Relay::shutdown`] lets a failing store retry before it gives up what it holds.
 pub const STORE_FAULT_AT_SHUTDOWN: Duration = Duration::from_secs(10);
 
-/// Engine settings.
-#[derive(Debug, Clone)]
-pub struct RelayConfig {
-    pub codex: AppServerConfig,
-    /// A SQLite path or URL, or a Postgres URL.
-    pub store: String,
-    /// Sessions open at once in this relay (MAX_SESSIONS).
-    pub max_sessions: usize,
-    /// How long a pending request waits before it is resolved fail-closed (APPROVAL_TIMEOUT_MS).
-    pub approval_timeout: Duration,
-    /// Events per session kept in memory; older ones are read from the store (EVENT_BUFFER_SIZE).
-    pub event_buffer: usize,
-    /// Tuning of the store's writer (batching, the write-queue bound, the spool).
-    pub store_options: crate::store::StoreOptions,
-    /// When to stop restarting a crashing Codex (CODEX_CRASH_LIMIT, CODEX_CRASH_WINDOW_MS).
-    pub crash_policy: crate::crash_loop::CrashPolicy,
-    /// Sessions per `codex app-server` process (SESSIONS_PER_CODEX); 0 puts every session with
-    /// the same process settings on one shared process.
-    pub sessions_per_codex: usize,
-    /// How long a process with no session left keeps running before it is stopped.
-    pub codex_idle_linger: Duration,
-    /// Credentials sent to every app-server the relay starts, and the token refresh callback
-    /// (see [`crate::auth`]). The default sends none.
-    pub auth: crate::auth::AuthConfig,
-    /// What clients may start (directories, sandbox, approval policy, config overrides); the
-    /// default allows everything.
-    pub policy: crate::policy::StartPolicy,
-    /// The rules of the `--rules` file: at open they replace the rules a file gave before
-    /// (rules made over the API stay). `None` leaves the stored rules as they are.
-    pub rules_file: Option<Vec<crate::rules::RuleSpec>>,
-    /// With a Postgres store: this relay as one instance of a cluster (docs/CLUSTER.md).
-    pub cluster: ClusterConfig,
-}
-
 /// Sessions open at once, unless configured (`MAX_SESSIONS`).
 pub const DEFAULT_MAX_SESSIONS: usize = 32;
 /// How long a request waits for an answer before it is declined, in milliseconds, unless
@@ -58,31 +27,6 @@ pub const DEFAULT_MAX_SESSIONS: usize = 32;
 pub const DEFAULT_APPROVAL_TIMEOUT_MS: u64 = 300_000;
 /// Events per session kept in memory, unless configured (`EVENT_BUFFER_SIZE`).
 pub const DEFAULT_EVENT_BUFFER: usize = 1000;
-
-impl RelayConfig {
-    pub fn new(codex: AppServerConfig, store: impl Into<String>) -> Self {
-        Self {
-            codex,
-            store: store.into(),
-            max_sessions: DEFAULT_MAX_SESSIONS,
-            approval_timeout: Duration::from_millis(DEFAULT_APPROVAL_TIMEOUT_MS),
-            event_buffer: DEFAULT_EVENT_BUFFER,
-            // Raw lines are stored in chunks of up to RAW_CHUNK lines; 1000 chunks per session
-            // keep the last 1000 bursts (at most 64,000 lines).
-            store_options: crate::store::StoreOptions {
-                raw_lines_per_session: 1000,
-                ..Default::default()
-            },
-            crash_policy: Default::default(),
-            sessions_per_codex: DEFAULT_SESSIONS_PER_CODEX,
-            codex_idle_linger: Duration::from_secs(10),
-            auth: Default::default(),
-            policy: Default::default(),
-            rules_file: None,
-            cluster: Default::default(),
-        }
-    }
-}
 
 /// How to create a session. Optional values reach Codex only when given. Stored (with the
 /// values in effect) as the session's options.
@@ -158,4 +102,68 @@ impl Default for ClusterConfig {
             commit_linger: Duration::from_millis(5),
         }
     }
+}
+
+/// One host path copied into the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostMount {
+    /// A file or directory on the host; must lie under one of the allowed host roots.
+    pub host_path: PathBuf,
+    /// Where it goes, relative to the workspace root (`""` or `"."` for the root itself).
+    pub mount_path: PathBuf,
+    /// Files to copy (see [`crate::workspace::glob`]); empty copies every file.
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Files and directories to leave out; an excluded directory is not even walked.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Bytes this mount may copy.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+}
+
+impl HostMount {
+    pub fn new(host_path: impl Into<PathBuf>, mount_path: impl Into<PathBuf>) -> Self {
+        Self {
+            host_path: host_path.into(),
+            mount_path: mount_path.into(),
+            include: Vec::new(),
+            exclude: Vec::new(),
+            max_bytes: None,
+        }
+    }
+
+    pub fn include<S: Into<String>>(mut self, globs: impl IntoIterator<Item = S>) -> Self {
+        self.include.extend(globs.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn exclude<S: Into<String>>(mut self, globs: impl IntoIterator<Item = S>) -> Self {
+        self.exclude.extend(globs.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = Some(bytes);
+        self
+    }
+}
+
+/// What an isolated workspace holds and the limits it must respect.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceSpec {
+    pub mounts: Vec<HostMount>,
+    /// Host directories mounts may come from. Empty refuses every mount (fail closed).
+    pub allowed_host_roots: Vec<PathBuf>,
+    /// Bytes all mounts together may copy.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    /// Where the temporary workspace is created (default: the system temp directory).
+    #[serde(default)]
+    pub parent_dir: Option<PathBuf>,
+    /// Anything else that should make a different thread: model, sandbox, instructions, ...
+    #[serde(default)]
+    pub settings: Value,
 }

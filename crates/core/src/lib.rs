@@ -57,6 +57,7 @@ mod profile;
 pub mod reach;
 mod recovery;
 pub mod relay;
+pub mod relay_config;
 pub mod rules;
 pub mod session;
 mod slots;

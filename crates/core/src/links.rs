@@ -8,6 +8,7 @@ use base64::Engine;
 use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
+pub use crate::error::LinkError;
 use crate::error::RelayError;
 use crate::ids::now_ms;
 use crate::store::{AnswerLinkRecord, Store};
@@ -16,32 +17,6 @@ type HmacSha256 = hmac::Hmac<Sha256>;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 const VERSION: &str = "v1";
-
-/// Why a link does not answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LinkError {
-    #[error(
-        "this answer link is not valid (altered, or not made by this relay since it last started)"
-    )]
-    Invalid,
-    #[error("this answer link is for another request")]
-    OtherRequest,
-    #[error("this answer link has expired; answer in the relay's UI")]
-    Expired,
-    #[error("this answer link was already used")]
-    Used,
-    #[error("the request was already answered ({decision} by {by})")]
-    AlreadyAnswered { decision: String, by: String },
-    #[error("the request is no longer open")]
-    Gone,
-    #[error("the store cannot check this link: {0}")]
-    Store(String),
-    /// The answer was not confirmed (the store down, the session's owner did not answer in
-    /// time: it may still take it); the link was not used. Used again, it answers, or says the
-    /// request was already answered (by this link, if the first try landed after all).
-    #[error("the answer was not confirmed ({0}); the link was not used: try again in a moment")]
-    NotTaken(String),
-}
 
 impl From<LinkError> for RelayError {
     fn from(e: LinkError) -> Self {

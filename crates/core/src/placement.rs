@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::config::{CreateOptions, RelayConfig};
+use crate::config::CreateOptions;
 use crate::decider::Decider;
 use crate::error::RelayError;
 use crate::op::Op;
 use crate::relay::Relay;
+use crate::relay_config::RelayConfig;
 use crate::session::{ActorOp, SayOutcome, SessionHandle, SessionShared};
 
 /// A session placed elsewhere, and the first turn it started (for a new one).

@@ -19,9 +19,8 @@ use crate::slots::{SlotGuard, Slots};
 use crate::store::Store;
 pub use crate::tool::{DynamicTool, ToolHandler};
 
-pub use crate::config::{
-    CreateOptions, DEFAULT_SESSIONS_PER_CODEX, RelayConfig, STORE_FAULT_AT_SHUTDOWN,
-};
+pub use crate::config::{CreateOptions, DEFAULT_SESSIONS_PER_CODEX, STORE_FAULT_AT_SHUTDOWN};
+pub use crate::relay_config::RelayConfig;
 
 pub(crate) struct RelayInner {
     pub config: RelayConfig,

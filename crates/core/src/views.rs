@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::event::Usage;
+use crate::event::{AgentRef, Usage};
 
 /// A session's `meta` column: how it was created, where it moved, and what it ended with. One
 /// owner ([`crate::session::SessionShared`]) reads and writes it; rows written by older
@@ -16,7 +16,7 @@ pub struct SessionMeta {
     /// The create options in effect: the resolved approval policy, sandbox, config overrides
     /// and working directory. What `thread/resume` sends again.
     #[serde(default)]
-    pub options: crate::relay::CreateOptions,
+    pub options: crate::config::CreateOptions,
     /// Names of the dynamic tools offered to the model.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
@@ -28,7 +28,7 @@ pub struct SessionMeta {
     pub pending_cwd: Option<String>,
     /// The isolated workspace the session was created (or last resumed) with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<crate::workspace::WorkspaceSpec>,
+    pub workspace: Option<crate::config::WorkspaceSpec>,
     /// The last turn's result: its final message, or the parsed JSON of a typed turn.
     #[serde(default)]
     pub result: Option<Value>,
@@ -38,7 +38,7 @@ pub struct SessionMeta {
     pub usage: Option<Usage>,
     /// Its sub-agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agents: Vec<crate::session::AgentInfo>,
+    pub agents: Vec<AgentInfo>,
     /// Anything else stored there, kept as it is.
     #[serde(flatten)]
     pub other: Map<String, Value>,
@@ -98,4 +98,18 @@ mod tests {
         let resumed = SessionMeta::from_stored(r#"{"options": {}, "resumedFromCodex": true}"#);
         assert!(resumed.resumed_from_codex && resumed.options.cwd.is_none());
     }
+}
+
+/// One sub-agent as a session remembers it (kept in the session's stored metadata, so a
+/// restarted relay still routes its events).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    #[serde(flatten)]
+    pub agent: AgentRef,
+    /// The tool call that spawned it, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoke: Option<String>,
+    /// Its running turn, if any (not stored: after a restart nothing runs).
+    #[serde(skip)]
+    pub turn: Option<String>,
 }

@@ -22,43 +22,9 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use crate::auth::ChatgptTokens;
+pub use crate::error::LoginError;
 use auth_file::Tokens;
 pub use oauth::{CODEX_CLIENT_ID, DEFAULT_TOKEN_URL, TOKEN_URL_ENV};
-
-/// The relay's ChatGPT login could not be read or refreshed. Never quotes a token.
-#[derive(Debug, thiserror::Error)]
-pub enum LoginError {
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path} is not a ChatGPT login Codex wrote: {reason}")]
-    Invalid { path: PathBuf, reason: String },
-    #[error("{path} holds no ChatGPT login (run `codex login` with this CODEX_HOME)")]
-    NoLogin { path: PathBuf },
-    #[error(
-        "the token endpoint refused the refresh ({code}, HTTP {status}): sign in again with `codex login`"
-    )]
-    Refused { code: String, status: u16 },
-    #[error("the token endpoint failed: {reason}")]
-    Endpoint { reason: String },
-    #[error("waited {waited:?} for {what}")]
-    Busy { what: String, waited: Duration },
-    #[error("Postgres: {reason}")]
-    Postgres { reason: String },
-    #[error(
-        "instance {by} already spent this login's refresh token (at {at}) and {path} still holds it: \
-         every instance must share one CODEX_HOME (docs/CLUSTER.md), or log each machine in on its own"
-    )]
-    NotShared {
-        by: String,
-        at: String,
-        path: PathBuf,
-    },
-}
 
 impl LoginError {
     fn io(what: &'static str, path: &Path, source: std::io::Error) -> Self {

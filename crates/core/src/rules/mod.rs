@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::error::RuleError;
 pub use crate::glob::Pattern;
 pub use file::{RulesFileError, parse_toml};
 pub use input::{RuleContext, RuleInput};
@@ -125,25 +126,6 @@ pub struct Rule {
     /// Unix milliseconds.
     pub created_at: i64,
     pub updated_at: i64,
-}
-
-/// Why a rule was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RuleError {
-    #[error("rule {name:?}: {field}: {message}")]
-    Invalid {
-        name: String,
-        field: &'static str,
-        message: String,
-    },
-    #[error("no rule named {0:?}")]
-    Unknown(String),
-    #[error(
-        "rule {0:?} comes from the rules file given with --rules; edit the file (it is read at every start)"
-    )]
-    FromFile(String),
-    #[error("rules cannot be kept: {0}")]
-    Store(String),
 }
 
 fn invalid(name: &str, field: &'static str, message: impl Into<String>) -> RuleError {

@@ -4,23 +4,9 @@
 use std::collections::BTreeMap;
 
 use codex_relay_protocol::v2::{CollabAgentToolCallItem, SubAgentSpawn, Thread};
-use serde::{Deserialize, Serialize};
 
 use crate::event::AgentRef;
-
-/// One sub-agent as a session remembers it (kept in the session's stored metadata, so a
-/// restarted relay still routes its events).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentInfo {
-    #[serde(flatten)]
-    pub agent: AgentRef,
-    /// The tool call that spawned it, once known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub invoke: Option<String>,
-    /// Its running turn, if any (not stored: after a restart nothing runs).
-    #[serde(skip)]
-    pub turn: Option<String>,
-}
+pub use crate::views::AgentInfo;
 
 /// Every sub-agent of one session, at any depth.
 #[derive(Debug, Default)]

@@ -26,75 +26,12 @@ mod reuse;
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+pub use crate::config::{HostMount, WorkspaceSpec};
+pub use crate::error::WorkspaceError;
 pub use copy::{MountPreview, Workspace};
-
-/// One host path copied into the workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HostMount {
-    /// A file or directory on the host; must lie under one of the allowed host roots.
-    pub host_path: PathBuf,
-    /// Where it goes, relative to the workspace root (`""` or `"."` for the root itself).
-    pub mount_path: PathBuf,
-    /// Files to copy (see [`glob`]); empty copies every file.
-    #[serde(default)]
-    pub include: Vec<String>,
-    /// Files and directories to leave out; an excluded directory is not even walked.
-    #[serde(default)]
-    pub exclude: Vec<String>,
-    /// Bytes this mount may copy.
-    #[serde(default)]
-    pub max_bytes: Option<u64>,
-}
-
-impl HostMount {
-    pub fn new(host_path: impl Into<PathBuf>, mount_path: impl Into<PathBuf>) -> Self {
-        Self {
-            host_path: host_path.into(),
-            mount_path: mount_path.into(),
-            include: Vec::new(),
-            exclude: Vec::new(),
-            max_bytes: None,
-        }
-    }
-
-    pub fn include<S: Into<String>>(mut self, globs: impl IntoIterator<Item = S>) -> Self {
-        self.include.extend(globs.into_iter().map(Into::into));
-        self
-    }
-
-    pub fn exclude<S: Into<String>>(mut self, globs: impl IntoIterator<Item = S>) -> Self {
-        self.exclude.extend(globs.into_iter().map(Into::into));
-        self
-    }
-
-    pub fn max_bytes(mut self, bytes: u64) -> Self {
-        self.max_bytes = Some(bytes);
-        self
-    }
-}
-
-/// What an isolated workspace holds and the limits it must respect.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkspaceSpec {
-    pub mounts: Vec<HostMount>,
-    /// Host directories mounts may come from. Empty refuses every mount (fail closed).
-    pub allowed_host_roots: Vec<PathBuf>,
-    /// Bytes all mounts together may copy.
-    #[serde(default)]
-    pub max_bytes: Option<u64>,
-    /// Where the temporary workspace is created (default: the system temp directory).
-    #[serde(default)]
-    pub parent_dir: Option<PathBuf>,
-    /// Anything else that should make a different thread: model, sandbox, instructions, ...
-    #[serde(default)]
-    pub settings: Value,
-}
 
 impl WorkspaceSpec {
     pub fn new<P: Into<PathBuf>>(allowed_host_roots: impl IntoIterator<Item = P>) -> Self {
@@ -168,39 +105,6 @@ fn canonical(v: &Value) -> String {
         ),
         other => other.to_string(),
     }
-}
-
-/// Why a workspace was refused or could not be made. Every refusal happens before anything is
-/// copied and before Codex starts.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkspaceError {
-    #[error(
-        "{host_path} is outside the allowed host roots ({}); add its directory to allowed_host_roots",
-        roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
-    )]
-    OutsideAllowedRoots {
-        host_path: PathBuf,
-        roots: Vec<PathBuf>,
-    },
-    #[error(
-        "{scope} would copy at least {at_least} bytes, over its budget of {limit} bytes; exclude more or raise max_bytes"
-    )]
-    OverBudget {
-        /// `mount <host path>` or `the workspace`.
-        scope: String,
-        at_least: u64,
-        limit: u64,
-    },
-    #[error("mount path {mount_path:?} is not usable: {why}")]
-    InvalidMountPath { mount_path: PathBuf, why: String },
-    #[error("glob {pattern:?} is not valid: {why}")]
-    InvalidGlob { pattern: String, why: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 impl WorkspaceError {

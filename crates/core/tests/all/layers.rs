@@ -181,8 +181,9 @@ fn module(name: &str) -> PathBuf {
 }
 
 /// Core's ground floor (docs/ARCHITECTURE.md, "Floors inside core"): ids, time, globs, the events,
-/// answers and deciders, pending requests and their option words, and the small settings types.
-/// It imports nothing above it, so everything else can build on it.
+/// answers and deciders, pending requests and their option words, the views fronts show, how a
+/// session is created (config), every error, and the small settings types. It imports nothing
+/// above it, so everything else can build on it.
 const GROUND: &[&str] = &[
     "ids",
     "time",
@@ -192,6 +193,9 @@ const GROUND: &[&str] = &[
     "decider",
     "options",
     "pending",
+    "views",
+    "config",
+    "error",
     "modes",
     "crash_loop",
     "tool",

@@ -1,6 +1,14 @@
 //! Errors the engine gives its fronts; each message says what to do.
 
+mod answers;
+mod setup;
+mod store;
+
 use codex_relay_codex::{PeerError, StartError};
+
+pub use answers::{LinkError, RuleError};
+pub use setup::{AuthError, LoginError, WorkspaceError};
+pub use store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
@@ -32,21 +40,21 @@ pub enum RelayError {
     #[error("Codex refused or failed: {0}")]
     Codex(#[from] PeerError),
     #[error("authentication: {0}")]
-    Auth(#[from] crate::auth::AuthError),
+    Auth(#[from] AuthError),
     /// Codex's model provider needs OpenAI credentials and Codex holds none: the message
     /// names the command that logs it in.
     #[error("{0}")]
     NotLoggedIn(String),
     #[error("workspace refused: {0}")]
-    Workspace(#[from] crate::workspace::WorkspaceError),
+    Workspace(#[from] WorkspaceError),
     #[error("store: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] StoreError),
     /// An approval rule that cannot be taken, or is not there.
     #[error("{0}")]
-    Rule(crate::rules::RuleError),
-    /// An answer link that does not answer (see [`crate::links::LinkError`]).
+    Rule(RuleError),
+    /// An answer link that does not answer (see [`LinkError`]).
     #[error("{0}")]
-    AnswerLink(crate::links::LinkError),
+    AnswerLink(LinkError),
     #[error(
         "Codex crashed or failed to start {crashes} times within {window:?}, so codex-relay stopped restarting it (last: {last}); it tries again in {retry_in:?}, or restart the relay after fixing the cause"
     )]
@@ -125,21 +133,19 @@ impl RelayError {
             RelayError::Unavailable { .. } => "instance_unavailable",
             RelayError::Remote { code, .. } => code,
             RelayError::Rule(r) => match r {
-                crate::rules::RuleError::Invalid { .. } => "invalid_rule",
-                crate::rules::RuleError::Unknown(_) => "unknown_rule",
-                crate::rules::RuleError::FromFile(_) => "rule_from_file",
-                crate::rules::RuleError::Store(_) => "store_unavailable",
+                RuleError::Invalid { .. } => "invalid_rule",
+                RuleError::Unknown(_) => "unknown_rule",
+                RuleError::FromFile(_) => "rule_from_file",
+                RuleError::Store(_) => "store_unavailable",
             },
             RelayError::AnswerLink(l) => match l {
-                crate::links::LinkError::Invalid | crate::links::LinkError::OtherRequest => {
-                    "invalid_link"
-                }
-                crate::links::LinkError::Expired => "link_expired",
-                crate::links::LinkError::Used => "link_used",
-                crate::links::LinkError::AlreadyAnswered { .. } => "already_resolved",
-                crate::links::LinkError::Gone => "request_gone",
-                crate::links::LinkError::Store(_) => "store_unavailable",
-                crate::links::LinkError::NotTaken(_) => "answer_not_taken",
+                LinkError::Invalid | LinkError::OtherRequest => "invalid_link",
+                LinkError::Expired => "link_expired",
+                LinkError::Used => "link_used",
+                LinkError::AlreadyAnswered { .. } => "already_resolved",
+                LinkError::Gone => "request_gone",
+                LinkError::Store(_) => "store_unavailable",
+                LinkError::NotTaken(_) => "answer_not_taken",
             },
         }
     }
