@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::answer::Answer;
-use crate::broker::{PendingView, Resolution};
+use crate::broker::{Broker, PendingView, Resolution};
 use crate::decider::Decider;
 use crate::error::RelayError;
 use crate::ids::now_ms;
@@ -36,9 +36,9 @@ pub(crate) async fn load_rules(
 }
 
 /// Reads the stored rules again, in place: another instance of the cluster changed them.
-pub(crate) async fn reload_rules(relay: &Relay) -> Result<(), RelayError> {
-    let fresh = compile_rules(&relay.inner.store, None).await?;
-    relay.inner.broker.rules().replace(fresh);
+pub(crate) async fn reload_rules(store: &Store, broker: &Broker) -> Result<(), RelayError> {
+    let fresh = compile_rules(store, None).await?;
+    broker.rules().replace(fresh);
     Ok(())
 }
 

@@ -24,7 +24,7 @@ impl Relay {
             return None;
         };
         if self.session(&session).await.ok()?.remote
-            && let Err(e) = self.placement().catch_up(self, &session).await
+            && let Err(e) = self.placement().catch_up(&self.host(), &session).await
         {
             tracing::warn!(session = %session, "a mirror could not catch up: {e}");
         }

@@ -49,12 +49,12 @@ impl Relay {
                 answer,
                 by,
             };
-            return crate::op::reply_of(&self.placement().carry(self, op.into()).await?);
+            return crate::op::reply_of(&self.placement().carry(&self.host(), op.into()).await?);
         }
         let epoch = self.placement_epoch();
         if self.inner.broker.is_open(session_id, request_id) {
             self.placement()
-                .claim_answer(self, session_id, request_id, &by)
+                .claim_answer(&self.host(), session_id, request_id, &by)
                 .await?;
         }
         let resolution = self

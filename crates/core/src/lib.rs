@@ -41,6 +41,7 @@ pub mod export;
 pub mod feed;
 pub mod follow;
 pub mod glob;
+mod host;
 mod ids;
 pub mod links;
 pub mod logged_in;

@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use crate::config::CreateOptions;
 use crate::decider::Decider;
 use crate::error::RelayError;
+use crate::host::Host;
 use crate::op::Op;
 use crate::relay::Relay;
 use crate::relay_config::RelayConfig;
@@ -33,7 +34,7 @@ pub(crate) trait Placement: Send + Sync + 'static {
     /// taken back here (adopted from its log); `None` when it is this place's to resume.
     fn locate<'a>(
         &'a self,
-        _relay: &'a Relay,
+        _host: &'a Host,
         _id: &'a str,
     ) -> BoxFuture<'a, Result<Option<SessionHandle>, RelayError>> {
         Box::pin(async { Ok(None) })
@@ -42,7 +43,7 @@ pub(crate) trait Placement: Send + Sync + 'static {
     /// A stored session the relay does not hold, that runs elsewhere (mirrored from then on).
     fn find<'a>(
         &'a self,
-        _relay: &'a Relay,
+        _host: &'a Host,
         id: &'a str,
     ) -> BoxFuture<'a, Result<SessionHandle, RelayError>> {
         Box::pin(async move { Err(RelayError::UnknownSession(id.to_owned())) })
@@ -51,18 +52,14 @@ pub(crate) trait Placement: Send + Sync + 'static {
     /// Where a new session starts: `Some` when another place started it.
     fn place_new<'a>(
         &'a self,
-        _relay: &'a Relay,
+        _host: &'a Host,
         _opts: &'a CreateOptions,
     ) -> BoxFuture<'a, Result<Option<Placed>, RelayError>> {
         Box::pin(async { Ok(None) })
     }
 
     /// Records a session this place just started (or resumes) as its own.
-    fn claim<'a>(
-        &'a self,
-        _relay: &'a Relay,
-        _id: &'a str,
-    ) -> BoxFuture<'a, Result<(), RelayError>> {
+    fn claim<'a>(&'a self, _host: &'a Host, _id: &'a str) -> BoxFuture<'a, Result<(), RelayError>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -70,7 +67,7 @@ pub(crate) trait Placement: Send + Sync + 'static {
     fn unclaim(&self, _id: &str) {}
 
     /// Refuses work this place would have to store while it cannot.
-    fn check_writable(&self, _relay: &Relay) -> Result<(), RelayError> {
+    fn check_writable(&self, _host: &Host) -> Result<(), RelayError> {
         Ok(())
     }
 
@@ -90,7 +87,7 @@ pub(crate) trait Placement: Send + Sync + 'static {
     /// under it lands under it or not at all, so a place that joined again since cannot confirm it.
     fn confirm_stored<'a>(
         &'a self,
-        _relay: &'a Relay,
+        _host: &'a Host,
         _since: Option<i64>,
     ) -> BoxFuture<'a, Result<(), RelayError>> {
         Box::pin(async { Ok(()) })
@@ -99,7 +96,7 @@ pub(crate) trait Placement: Send + Sync + 'static {
     /// Before a new turn is acknowledged: its input is logged and stored.
     fn acknowledge_turn<'a>(
         &'a self,
-        _relay: &'a Relay,
+        _host: &'a Host,
         _shared: &'a SessionShared,
         _after: u64,
         _outcome: &'a SayOutcome,
@@ -112,21 +109,21 @@ pub(crate) trait Placement: Send + Sync + 'static {
     /// mirrors it); refused when it moved elsewhere.
     fn here<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         id: &'a str,
     ) -> BoxFuture<'a, Result<SessionHandle, RelayError>> {
-        Box::pin(relay.session(id))
+        Box::pin(host.resume(id))
     }
 
     /// Carries `op` to where its session runs; its reply as carried.
-    fn carry<'a>(&'a self, relay: &'a Relay, op: Op) -> BoxFuture<'a, Result<String, RelayError>> {
-        Box::pin(async move { Ok(op.serve(relay).await) })
+    fn carry<'a>(&'a self, host: &'a Host, op: Op) -> BoxFuture<'a, Result<String, RelayError>> {
+        Box::pin(async move { Ok(host.serve(op).await) })
     }
 
     /// Records `by`'s answer to `request` as the one that counts across places.
     fn claim_answer<'a>(
         &'a self,
-        _relay: &'a Relay,
+        _host: &'a Host,
         _session: &'a str,
         _request: &'a str,
         _by: &'a Decider,
@@ -147,7 +144,7 @@ pub(crate) trait Placement: Send + Sync + 'static {
     /// Catches a mirror up with what its owner committed.
     fn catch_up<'a>(
         &'a self,
-        _relay: &'a Relay,
+        _host: &'a Host,
         _id: &'a str,
     ) -> BoxFuture<'a, Result<(), RelayError>> {
         Box::pin(async { Ok(()) })
@@ -162,7 +159,7 @@ pub(crate) trait Placement: Send + Sync + 'static {
     fn stop(&self) {}
 
     /// Leaves, handing this place's sessions on.
-    fn leave<'a>(&'a self, _relay: &'a Relay) -> BoxFuture<'a, ()> {
+    fn leave<'a>(&'a self, _host: &'a Host) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
 }
@@ -186,15 +183,42 @@ pub(crate) fn store_options(config: &RelayConfig) -> crate::store::StoreOptions 
 pub(crate) async fn join(
     relay: &Relay,
 ) -> Result<Option<std::collections::HashSet<String>>, RelayError> {
-    crate::cluster::join(relay).await
+    crate::cluster::join(&relay.host()).await
 }
 
 /// Starts the place's tasks once the relay restored its sessions.
 pub(crate) async fn start(relay: &Relay) -> Result<(), RelayError> {
-    crate::cluster::start(relay).await
+    crate::cluster::start(&relay.host()).await
 }
 
 impl Relay {
+    /// This instance's standing in the cluster; `None` when the relay is not part of one.
+    pub fn cluster_standing(&self) -> Option<crate::cluster::Standing> {
+        let host = self.host();
+        Some(host.cluster()?.standing(host.store()))
+    }
+
+    /// The cluster as this instance sees it, its own standing first (known without Postgres)
+    /// and the instances as the database records them, read within `wait` (with Postgres out
+    /// of reach the view says why they are missing); `None` when the relay is not part of one.
+    pub async fn cluster_view(
+        &self,
+        wait: std::time::Duration,
+    ) -> Option<crate::cluster::ClusterView> {
+        let host = self.host();
+        let c = host.cluster()?;
+        Some(c.view(c.standing(host.store()), wait).await)
+    }
+
+    /// This instance's id, when the relay is part of a cluster.
+    pub fn instance_id(&self) -> Option<&str> {
+        let placed = self
+            .placement()
+            .as_any()
+            .downcast_ref::<crate::cluster::Clustered>()?;
+        Some(placed.0.id.as_str())
+    }
+
     /// Where this relay's sessions run.
     pub(crate) fn placement(&self) -> &dyn Placement {
         match self.inner.placement.get() {
@@ -209,7 +233,7 @@ impl Relay {
     }
 
     pub(crate) fn check_writable(&self) -> Result<(), RelayError> {
-        self.placement().check_writable(self)
+        self.placement().check_writable(&self.host())
     }
 
     pub(crate) fn placement_epoch(&self) -> Option<i64> {
@@ -223,7 +247,7 @@ impl Relay {
     /// Waits until what was written since the place's epoch `since` (taken before the work)
     /// is stored, before the caller is told the work was done.
     pub(crate) async fn confirm_stored(&self, since: Option<i64>) -> Result<(), RelayError> {
-        self.placement().confirm_stored(self, since).await
+        self.placement().confirm_stored(&self.host(), since).await
     }
 
     pub(crate) async fn acknowledge_turn(
@@ -234,7 +258,7 @@ impl Relay {
         since: Option<i64>,
     ) -> Result<(), RelayError> {
         self.placement()
-            .acknowledge_turn(self, shared, after, outcome, since)
+            .acknowledge_turn(&self.host(), shared, after, outcome, since)
             .await
     }
 
@@ -244,7 +268,7 @@ impl Relay {
         if let Some(h) = self.inner.get(id) {
             return Ok(h);
         }
-        self.placement().find(self, id).await
+        self.placement().find(&self.host(), id).await
     }
 
     /// [`Relay::status`] of a session that runs anywhere (see [`Relay::known_anywhere`]); on
@@ -274,6 +298,6 @@ impl Relay {
 
     /// Runs a carried operation's session here (see [`Placement::here`]).
     pub(crate) async fn here(&self, id: &str) -> Result<SessionHandle, RelayError> {
-        self.placement().here(self, id).await
+        self.placement().here(&self.host(), id).await
     }
 }

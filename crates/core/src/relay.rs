@@ -273,7 +273,7 @@ impl Relay {
         // A place that cannot store a session starts none.
         self.check_writable()?;
         // Place, then run: the placement may start it elsewhere (e.g. a less loaded instance).
-        if let Some(placed) = self.placement().place_new(self, &opts).await? {
+        if let Some(placed) = self.placement().place_new(&self.host(), &opts).await? {
             return Ok(placed);
         }
         let epoch = self.placement_epoch();
@@ -328,7 +328,7 @@ impl Relay {
             .check_effective(&crate::policy::Effective::of(&started), &self.default_cwd())?;
         let id = started.thread.id.clone();
         // Recorded as this instance's before anything of it is written.
-        self.placement().claim(self, &id).await?;
+        self.placement().claim(&self.host(), &id).await?;
         slot.name(&id);
         place.bind(&id);
         // What a later thread/resume passes again: the settings in effect, profile included.
@@ -377,6 +377,12 @@ impl Relay {
         Ok((handle, first))
     }
 
+    /// Sessions this relay runs (not the mirrors of a cluster's other instances), open or
+    /// dormant.
+    pub fn local_sessions(&self) -> usize {
+        self.inner.handles().iter().filter(|h| !h.remote).count()
+    }
+
     /// A session by id: one of ours (live or restored), or any Codex thread id, which is
     /// resumed into this relay.
     pub async fn session(&self, id: &str) -> Result<SessionHandle, RelayError> {
@@ -388,7 +394,7 @@ impl Relay {
         }
         // It may run elsewhere: then it is mirrored here. Resuming it here is work this place
         // must be able to store.
-        if let Some(placed) = self.placement().locate(self, id).await? {
+        if let Some(placed) = self.placement().locate(&self.host(), id).await? {
             return Ok(placed);
         }
         let slot = self
@@ -597,7 +603,7 @@ impl Relay {
             Err(e) => tracing::error!("flushing the store at shutdown failed: {e}"),
         }
         if store.stats().fault().is_none() {
-            self.placement().leave(self).await;
+            self.placement().leave(&self.host()).await;
         } else {
             // Leaving needs the database; others take over once the lease runs out.
             self.placement().stop();

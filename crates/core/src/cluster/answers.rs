@@ -7,7 +7,7 @@
 use super::Clustered;
 use super::db;
 use crate::error::RelayError;
-use crate::relay::Relay;
+use crate::host::Host;
 use crate::store::fence;
 
 impl Clustered {
@@ -15,12 +15,12 @@ impl Clustered {
     /// another was recorded first. Nothing to do outside a cluster.
     pub(crate) async fn claim_answer(
         &self,
-        relay: &Relay,
+        host: &Host,
         session: &str,
         request: &str,
         by: &crate::decider::Decider,
     ) -> Result<(), RelayError> {
-        let Some(c) = relay.cluster().cloned() else {
+        let Some(c) = host.cluster().cloned() else {
             return Ok(());
         };
         let unavailable = |what: &str, e: sqlx::Error| {

@@ -3,12 +3,12 @@
 //! a thing more for them, says so, and joins again as a new epoch with none.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Cluster, ClusterConfig, db, mirror, sql};
 use crate::error::RelayError;
-use crate::relay::{Relay, RelayInner};
+use crate::host::{Host, HostLink};
 use crate::store::Fence;
 
 /// How long leaving the cluster at shutdown may take.
@@ -17,9 +17,9 @@ const LEAVE_WAIT: Duration = Duration::from_secs(2);
 /// Joins the cluster when the store is Postgres and clustering is on: registers under a new
 /// epoch, fences the store's writes with it, and claims the stored sessions nobody owns.
 /// Returns the sessions this instance runs (to restore); `None` when the relay is alone.
-pub(crate) async fn join(relay: &Relay) -> Result<Option<HashSet<String>>, RelayError> {
-    let config: ClusterConfig = relay.config().cluster.clone();
-    let Some(pool) = relay.store().postgres().cloned() else {
+pub(crate) async fn join(host: &Host) -> Result<Option<HashSet<String>>, RelayError> {
+    let config: ClusterConfig = host.config().cluster.clone();
+    let Some(pool) = host.store().postgres().cloned() else {
         return Ok(None);
     };
     if !config.enabled {
@@ -37,7 +37,7 @@ pub(crate) async fn join(relay: &Relay) -> Result<Option<HashSet<String>>, Relay
         .await
         .map_err(db("registering this instance"))?;
     let fence = Arc::new(Fence::new(channel, id.clone(), epoch));
-    relay.store().set_fence(fence.clone());
+    host.store().set_fence(fence.clone());
     sql::claim_unowned(&pool, &id)
         .await
         .map_err(db("claiming sessions nobody runs"))?;
@@ -63,7 +63,7 @@ pub(crate) async fn join(relay: &Relay) -> Result<Option<HashSet<String>>, Relay
         reading_rules: Default::default(),
         stop: tokio::sync::watch::channel(false).0,
     });
-    relay.set_placement(Arc::new(super::placement::Clustered(cluster)));
+    host.set_placement(Arc::new(super::placement::Clustered(cluster)));
     Ok(Some(own))
 }
 
@@ -91,27 +91,27 @@ pub fn default_instance_id() -> String {
 }
 
 /// Starts the mirrors of other instances' sessions and the cluster's tasks.
-pub(crate) async fn start(relay: &Relay) -> Result<(), RelayError> {
-    let Some(c) = relay.cluster().cloned() else {
+pub(crate) async fn start(host: &Host) -> Result<(), RelayError> {
+    let Some(c) = host.cluster().cloned() else {
         return Ok(());
     };
     let others = sql::others_sessions(&c.pool, &c.id)
         .await
         .map_err(db("listing other instances' sessions"))?;
     for id in others {
-        if let Err(e) = mirror::load(relay, &id).await {
+        if let Err(e) = mirror::load(host, &id).await {
             tracing::warn!(session = %id, "could not mirror a session of another instance: {e}");
         }
     }
-    tokio::spawn(super::listen::run(Arc::downgrade(&relay.inner)));
-    tokio::spawn(super::mirror::sync_task(Arc::downgrade(&relay.inner)));
-    tokio::spawn(keep(Arc::downgrade(&relay.inner)));
+    tokio::spawn(super::listen::run(host.link()));
+    tokio::spawn(super::mirror::sync_task(host.link()));
+    tokio::spawn(keep(host.link()));
     Ok(())
 }
 
 /// Renews the lease every quarter of it, takes over instances past theirs, and reacts to a
 /// lost lease.
-async fn keep(inner: Weak<RelayInner>) {
+async fn keep(link: HostLink) {
     let mut rounds: u64 = 0;
     // The lease's own connection: renewals neither wait behind the pool's other users nor
     // inherit its growing back-off while Postgres was away (after a restart the pool took up
@@ -119,8 +119,8 @@ async fn keep(inner: Weak<RelayInner>) {
     let mut line: Option<sqlx::PgConnection> = None;
     loop {
         let (period, fence, monitor_wake) = {
-            let Some(inner) = inner.upgrade() else { return };
-            let Some(c) = inner.cluster() else {
+            let Some(host) = link.upgrade() else { return };
+            let Some(c) = host.cluster().cloned() else {
                 return;
             };
             (c.config.lease / 4, c.fence.clone(), c)
@@ -131,9 +131,8 @@ async fn keep(inner: Weak<RelayInner>) {
             () = fence.lost() => {}
         }
         drop(monitor_wake);
-        let Some(inner) = inner.upgrade() else { return };
-        let relay = Relay { inner };
-        let Some(c) = relay.cluster().cloned() else {
+        let Some(host) = link.upgrade() else { return };
+        let Some(c) = host.cluster().cloned() else {
             return;
         };
         if *c.stop.borrow() {
@@ -141,10 +140,10 @@ async fn keep(inner: Weak<RelayInner>) {
         }
         rounds += 1;
         if !c.fence.is_lost() {
-            renew(&relay, &c, &mut line).await;
+            renew(&host, &c, &mut line).await;
         }
         if c.fence.is_lost() {
-            if rejoin(&relay, &c).await {
+            if rejoin(&host, &c).await {
                 c.confirm(tokio::time::Instant::now());
             }
             continue;
@@ -153,7 +152,7 @@ async fn keep(inner: Weak<RelayInner>) {
         // hold up the next renewal of this instance's own lease.
         // One at a time: a round while one runs skips it.
         if c.taking_over.try_lock().is_ok() {
-            let taker = relay.clone();
+            let taker = host.clone();
             tokio::spawn(async move { take_over_now(&taker).await });
         }
         if rounds.is_multiple_of(240)
@@ -169,9 +168,9 @@ async fn keep(inner: Weak<RelayInner>) {
 /// sessions (their Codex too) and writes nothing more for them, whether or not it knows of
 /// other instances: one may have joined while this one could not hear of it (a network cut
 /// to Postgres lets others in), and no command may run, or answer land, on two instances.
-async fn renew(relay: &Relay, c: &Arc<Cluster>, line: &mut Option<sqlx::PgConnection>) {
+async fn renew(host: &Host, c: &Arc<Cluster>, line: &mut Option<sqlx::PgConnection>) {
     use sqlx::Connection;
-    let sessions = relay.local_sessions() as i64;
+    let sessions = host.local_sessions() as i64;
     let lease_ms = c.config.lease.as_millis() as i64;
     let asked = tokio::time::Instant::now();
     // Never wait past the point where this instance must stop (below).
@@ -236,8 +235,8 @@ impl Cluster {
 /// Takes over every instance past its lease (or gone) and adopts their sessions here; the
 /// keep loop runs it every round, and a caller whose session's owner holds no lease runs it
 /// at once rather than waiting for the next round.
-pub(crate) async fn take_over_now(relay: &Relay) {
-    let Some(c) = relay.cluster().cloned() else {
+pub(crate) async fn take_over_now(host: &Host) {
+    let Some(c) = host.cluster().cloned() else {
         return;
     };
     if c.fence.is_lost() {
@@ -261,7 +260,7 @@ pub(crate) async fn take_over_now(relay: &Relay) {
                     "instance {dead} stopped running this session (it left, or went silent past its lease) while this turn was running"
                 );
                 for id in sessions {
-                    if let Err(e) = mirror::adopt(relay, &id, &why).await {
+                    if let Err(e) = mirror::adopt(host, &id, &why).await {
                         tracing::error!(session = %id, "adopting a session failed: {e}");
                     }
                 }
@@ -275,19 +274,14 @@ pub(crate) async fn take_over_now(relay: &Relay) {
 /// process registered the same id): another instance runs its sessions now. They are stopped
 /// here without writing anything more, and the instance joins again under a new epoch.
 /// Returns true once joined again.
-async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
-    let local: Vec<_> = relay
-        .inner
-        .handles()
-        .into_iter()
-        .filter(|h| !h.remote)
-        .collect();
+async fn rejoin(host: &Host, c: &Arc<Cluster>) -> bool {
+    let local: Vec<_> = host.held_all().into_iter().filter(|h| !h.remote).collect();
     tracing::error!(instance = %c.id, epoch = c.fence.epoch(), sessions = local.len(),
         "this instance lost its lease: other instances run its sessions now. It writes nothing more for them, stops them here, and joins again");
     for h in &local {
         h.shared.detach();
-        relay.inner.forget(h.id());
-        relay.inner.broker.fail_session(
+        host.forget(h.id());
+        host.broker().fail_session(
             h.id(),
             crate::decider::Decider::SessionClosed,
             "this relay instance lost its lease; another instance runs the session now",
@@ -296,10 +290,10 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
     for h in &local {
         let _ = tokio::time::timeout(Duration::from_secs(5), h.close(true)).await;
     }
-    relay.inner.servers.shutdown(Duration::from_secs(1)).await;
+    host.servers().shutdown(Duration::from_secs(1)).await;
     // What the stopped sessions queued is dropped by the fence, which is still lost (bounded:
     // Postgres may be out of reach).
-    let _ = tokio::time::timeout(Duration::from_secs(2), relay.store().flush()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), host.store().flush()).await;
     match sql::holder(&c.pool, &c.id).await {
         Ok(Some(epoch)) if epoch != c.fence.epoch() => {
             // Another process registered under this id and holds its lease: joining again
@@ -330,7 +324,7 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
             match sql::owned_by(&c.pool, &c.id).await {
                 Ok(ids) => {
                     for id in ids {
-                        if let Err(e) = mirror::adopt(relay, &id, &why).await {
+                        if let Err(e) = mirror::adopt(host, &id, &why).await {
                             tracing::error!(session = %id, "adopting a session again failed: {e}");
                         }
                     }
@@ -338,7 +332,7 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
                 Err(e) => tracing::error!("reading this instance's sessions failed: {e}"),
             }
             for h in &local {
-                if let Err(e) = mirror::load(relay, h.id()).await {
+                if let Err(e) = mirror::load(host, h.id()).await {
                     tracing::debug!(session = %h.id(), "mirroring a lost session failed: {e}");
                 }
             }
@@ -353,8 +347,8 @@ async fn rejoin(relay: &Relay, c: &Arc<Cluster>) -> bool {
 
 /// Leaves the cluster at shutdown, after the store is flushed: another instance adopts this
 /// one's sessions at once instead of after the lease.
-pub(crate) async fn leave(relay: &Relay) {
-    let Some(c) = relay.cluster() else { return };
+pub(crate) async fn leave(host: &Host) {
+    let Some(c) = host.cluster() else { return };
     c.stop.send_replace(true);
     if c.fence.is_lost() {
         return;

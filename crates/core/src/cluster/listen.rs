@@ -5,30 +5,30 @@
 //! Notices sent while the connection was down are lost, so every (re)connection catches
 //! everything up.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
 
 use super::{Cluster, mailbox, sql};
-use crate::relay::{Relay, RelayInner};
+use crate::host::{Host, HostLink};
 
 /// Runs until the relay shuts down, whatever it is waiting on then (a connection from a pool
 /// that is being closed included): the listener's connection goes back to the pool at once.
-pub(crate) async fn run(inner: Weak<RelayInner>) {
-    let Some(mut stop) = cluster(&inner).map(|c| c.stop.subscribe()) else {
+pub(crate) async fn run(link: HostLink) {
+    let Some(mut stop) = cluster(&link).map(|c| c.stop.subscribe()) else {
         return;
     };
     tokio::select! {
-        () = listen(inner) => {}
+        () = listen(link) => {}
         _ = stop.wait_for(|s| *s) => {}
     }
 }
 
-async fn listen(inner: Weak<RelayInner>) {
+async fn listen(link: HostLink) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        let Some(c) = cluster(&inner) else { return };
+        let Some(c) = cluster(&link) else { return };
         let mut listener = match PgListener::connect_with(&c.pool).await {
             Ok(l) => l,
             Err(e) => {
@@ -47,10 +47,10 @@ async fn listen(inner: Weak<RelayInner>) {
         }
         backoff = Duration::from_millis(100);
         drop(c);
-        catch_up_all(&inner).await;
+        catch_up_all(&link).await;
         loop {
             let stopped = async {
-                if let Some(c) = cluster(&inner) {
+                if let Some(c) = cluster(&link) {
                     c.stopped().await
                 }
             };
@@ -59,9 +59,9 @@ async fn listen(inner: Weak<RelayInner>) {
                 () = stopped => return,
             };
             match next {
-                Ok(Some(notice)) => dispatch(&inner, notice.payload()),
+                Ok(Some(notice)) => dispatch(&link, notice.payload()),
                 // The connection was lost and made again: notices may be missing.
-                Ok(None) => catch_up_all(&inner).await,
+                Ok(None) => catch_up_all(&link).await,
                 Err(e) => {
                     tracing::warn!("the cluster's notice connection broke (reconnecting): {e}");
                     break;
@@ -71,40 +71,40 @@ async fn listen(inner: Weak<RelayInner>) {
     }
 }
 
-async fn reload_rules(relay: Relay) {
-    let Some(c) = relay.cluster().cloned() else {
+async fn reload_rules(host: Host) {
+    let Some(c) = host.cluster().cloned() else {
         return;
     };
     let _one = c.reading_rules.lock().await;
-    if let Err(e) = crate::approvals::reload_rules(&relay).await {
+    if let Err(e) = host.reload_rules().await {
         tracing::warn!(
             "reading the rules another instance changed failed (the next change or reconnection reads them again): {e}"
         );
     }
 }
 
-fn cluster(inner: &Weak<RelayInner>) -> Option<Arc<Cluster>> {
-    inner.upgrade()?.cluster()
+fn cluster(link: &HostLink) -> Option<Arc<Cluster>> {
+    link.upgrade()?.cluster().cloned()
 }
 
-fn dispatch(inner: &Weak<RelayInner>, payload: &str) {
-    let Some(relay) = inner.upgrade().map(|inner| Relay { inner }) else {
+fn dispatch(link: &HostLink, payload: &str) {
+    let Some(host) = link.upgrade() else {
         return;
     };
-    let Some(c) = relay.cluster().cloned() else {
+    let Some(c) = host.cluster().cloned() else {
         return;
     };
     let mut words = payload.splitn(3, ' ');
     match (words.next(), words.next(), words.next()) {
         (Some("e"), Some(_seq), Some(session)) => {
             // This instance's own commits come back too; only mirrors need them.
-            if relay.inner.get(session).is_none_or(|h| h.remote) {
+            if host.held(session).is_none_or(|h| h.remote) {
                 c.sync.push(session);
             }
         }
         (Some("c"), Some(id), Some(target)) if target == c.id => {
             if let Ok(id) = id.parse() {
-                tokio::spawn(mailbox::serve(relay, id));
+                tokio::spawn(mailbox::serve(host, id));
             }
         }
         (Some("d"), Some(id), None) => {
@@ -123,7 +123,7 @@ fn dispatch(inner: &Weak<RelayInner>, payload: &str) {
             c.instances_changed.notify_waiters();
         }
         (Some("r"), None, None) => {
-            tokio::spawn(reload_rules(relay));
+            tokio::spawn(reload_rules(host));
         }
         _ => tracing::debug!(payload, "an unknown cluster notice"),
     }
@@ -131,14 +131,14 @@ fn dispatch(inner: &Weak<RelayInner>, payload: &str) {
 
 /// After a (re)connection: every mirror reads what it may have missed, and commands waiting
 /// for this instance are served.
-async fn catch_up_all(inner: &Weak<RelayInner>) {
-    let Some(relay) = inner.upgrade().map(|inner| Relay { inner }) else {
+async fn catch_up_all(link: &HostLink) {
+    let Some(host) = link.upgrade() else {
         return;
     };
-    let Some(c) = relay.cluster().cloned() else {
+    let Some(c) = host.cluster().cloned() else {
         return;
     };
-    for h in relay.inner.handles() {
+    for h in host.held_all() {
         if h.remote {
             c.sync.push(h.id());
         }
@@ -147,16 +147,16 @@ async fn catch_up_all(inner: &Weak<RelayInner>) {
     match sql::others_sessions(&c.pool, &c.id).await {
         Ok(ids) => ids
             .iter()
-            .filter(|id| relay.inner.get(id).is_none())
+            .filter(|id| host.held(id).is_none())
             .for_each(|id| c.sync.push(id)),
         Err(e) => tracing::warn!("listing other instances' sessions failed: {e}"),
     }
     // Rules changed while this instance was not listening.
-    reload_rules(relay.clone()).await;
+    reload_rules(host.clone()).await;
     match sql::waiting_commands(&c.pool, &c.id).await {
         Ok(ids) => {
             for id in ids {
-                tokio::spawn(mailbox::serve(relay.clone(), id));
+                tokio::spawn(mailbox::serve(host.clone(), id));
             }
         }
         Err(e) => tracing::warn!("looking for waiting commands failed: {e}"),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::{Clustered, db, sql};
 use crate::error::RelayError;
+use crate::host::Host;
 use crate::op::{Op, Outcome};
-use crate::relay::Relay;
 
 /// How often a sender looks for its answer when no notice came.
 const POLL: Duration = Duration::from_millis(500);
@@ -18,9 +18,9 @@ const MOVES: usize = 3;
 
 /// Runs `op` on the instance that owns `session` (here, if it is this one); its reply as
 /// carried.
-pub(crate) async fn to_owner(relay: &Relay, session: &str, op: Op) -> Result<String, RelayError> {
-    let Some(c) = relay.cluster().cloned() else {
-        return Ok(op.serve(relay).await);
+pub(crate) async fn to_owner(host: &Host, session: &str, op: Op) -> Result<String, RelayError> {
+    let Some(c) = host.cluster().cloned() else {
+        return Ok(host.serve(op).await);
     };
     let mut op = op;
     let mut moves = 0;
@@ -32,12 +32,12 @@ pub(crate) async fn to_owner(relay: &Relay, session: &str, op: Op) -> Result<Str
             return Err(RelayError::UnknownSession(session.to_owned()));
         };
         if owner == c.id {
-            return Ok(op.serve(relay).await);
+            return Ok(host.serve(op).await);
         }
         if !live {
             // Its owner left or went silent: adopt its sessions now instead of at the next
             // round, then go where the session is.
-            super::take_over_now(relay).await;
+            super::take_over_now(host).await;
             let now = sql::owner_of(&c.pool, session).await.ok().flatten();
             if moves < MOVES
                 && let Some((now, true)) = now
@@ -57,7 +57,7 @@ pub(crate) async fn to_owner(relay: &Relay, session: &str, op: Op) -> Result<Str
                 ),
             });
         }
-        match call(relay, &owner, op).await {
+        match call(host, &owner, op).await {
             Ok(result) => return Ok(result),
             Err(Undelivered::Withdrawn(back)) if moves < MOVES => {
                 // Its owner was taken over before it took the command: nothing was done, and
@@ -98,9 +98,9 @@ pub(crate) enum Undelivered {
 /// a command it had not taken is withdrawn and handed back; one it took and did not answer
 /// is handed back too if doing it again is harmless (an answer: the first one recorded wins;
 /// an interrupt; a close), else it is unanswered, at once rather than after the timeout.
-pub(crate) async fn call(relay: &Relay, target: &str, op: Op) -> Result<String, Undelivered> {
+pub(crate) async fn call(host: &Host, target: &str, op: Op) -> Result<String, Undelivered> {
     let unanswered = |why: String| Undelivered::Unanswered(why);
-    let c = relay
+    let c = host
         .cluster()
         .ok_or_else(|| unanswered("not in a cluster".into()))?
         .clone();
@@ -142,7 +142,7 @@ pub(crate) async fn call(relay: &Relay, target: &str, op: Op) -> Result<String, 
             Ok(Some(state)) if !state.target_leased => {
                 // Past its lease: take it over now rather than at the next round (nothing when
                 // this instance holds no lease itself), then look again at once.
-                super::take_over_now(relay).await;
+                super::take_over_now(host).await;
                 if sql::command_state(&c.pool, id)
                     .await
                     .ok()
@@ -175,8 +175,8 @@ pub(crate) async fn call(relay: &Relay, target: &str, op: Op) -> Result<String, 
 }
 
 /// Serves command `id` if it is for this instance and nobody took it yet.
-pub(crate) async fn serve(relay: Relay, id: i64) {
-    let Some(c) = relay.cluster().cloned() else {
+pub(crate) async fn serve(host: Host, id: i64) {
+    let Some(c) = host.cluster().cloned() else {
         return;
     };
     let body = match sql::take_command(&c.pool, &c.id, id).await {
@@ -188,7 +188,7 @@ pub(crate) async fn serve(relay: Relay, id: i64) {
         }
     };
     let text = match serde_json::from_str::<Op>(&body) {
-        Ok(op) => op.serve(&relay).await,
+        Ok(op) => host.serve(op).await,
         Err(e) => serde_json::to_string(&Outcome::<()>::Err(
             RelayError::Remote {
                 code: "remote_error".into(),
@@ -210,15 +210,15 @@ impl Clustered {
     /// up, its cut turn closed, its requests declined.
     pub(crate) async fn here(
         &self,
-        relay: &Relay,
+        host: &Host,
         session: &str,
     ) -> Result<crate::session::SessionHandle, RelayError> {
-        let me = relay.instance_id().unwrap_or_default().to_owned();
-        let h = relay.session(session).await?;
+        let me = self.0.id.clone();
+        let h = host.resume(session).await?;
         if !h.remote {
             return Ok(h);
         }
-        let ours = match relay.cluster() {
+        let ours = match host.cluster() {
             Some(c) => sql::owner_of(&c.pool, session)
                 .await
                 .map_err(db("finding the session's owner"))?
@@ -228,8 +228,8 @@ impl Clustered {
         if ours {
             let why =
                 format!("instance {me} stopped running this session while this turn was running");
-            super::mirror::adopt(relay, session, &why).await?;
-            if let Some(h) = relay.inner.get(session).filter(|h| !h.remote) {
+            super::mirror::adopt(host, session, &why).await?;
+            if let Some(h) = host.held(session).filter(|h| !h.remote) {
                 return Ok(h);
             }
         }

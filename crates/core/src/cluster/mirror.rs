@@ -4,7 +4,7 @@
 //! its mirror into this instance's own, in place, so whoever follows it keeps following.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
@@ -12,9 +12,9 @@ use tokio::sync::Notify;
 use super::mailbox;
 use crate::error::RelayError;
 use crate::event::Envelope;
+use crate::host::{Host, HostLink};
 use crate::op::Op;
 use crate::pending::PendingView;
-use crate::relay::{Relay, RelayInner};
 use crate::session::{Carrier, SessionHandle, SessionShared};
 
 /// Events read per query when a mirror catches up.
@@ -47,11 +47,11 @@ impl SyncQueue {
 
 /// Catches mirrors up as notices arrive, one session at a time (so a mirror applies its
 /// events in order).
-pub(crate) async fn sync_task(inner: Weak<RelayInner>) {
+pub(crate) async fn sync_task(link: HostLink) {
     loop {
         let cluster = {
-            let Some(inner) = inner.upgrade() else { return };
-            let Some(c) = inner.cluster() else {
+            let Some(host) = link.upgrade() else { return };
+            let Some(c) = host.cluster().cloned() else {
                 return;
             };
             c
@@ -59,23 +59,21 @@ pub(crate) async fn sync_task(inner: Weak<RelayInner>) {
         cluster.sync.wake.notified().await;
         let due = cluster.sync.take();
         drop(cluster);
-        let Some(inner) = inner.upgrade() else { return };
-        let relay = Relay { inner };
+        let Some(host) = link.upgrade() else { return };
         // Mirrors this instance has are caught up together, with one query; sessions it does
         // not know yet are loaded one by one.
-        let (known, unknown): (Vec<_>, Vec<_>) = due
-            .into_iter()
-            .partition(|id| relay.inner.get(id).is_some());
-        if let Err(e) = catch_up_many(&relay, &known).await {
+        let (known, unknown): (Vec<_>, Vec<_>) =
+            due.into_iter().partition(|id| host.held(id).is_some());
+        if let Err(e) = catch_up_many(&host, &known).await {
             tracing::warn!("mirrors could not catch up (each retries alone): {e}");
             for id in &known {
-                if let Err(e) = catch_up(&relay, id).await {
+                if let Err(e) = catch_up(&host, id).await {
                     tracing::warn!(session = %id, "a mirror could not catch up (the next notice retries): {e}");
                 }
             }
         }
         for id in unknown {
-            if let Err(e) = catch_up(&relay, &id).await {
+            if let Err(e) = catch_up(&host, &id).await {
                 tracing::warn!(session = %id, "a mirror could not catch up (the next notice retries): {e}");
             }
         }
@@ -84,13 +82,13 @@ pub(crate) async fn sync_task(inner: Weak<RelayInner>) {
 
 /// Catches up the mirrors among `ids` with one read of every new row of them, each applied in
 /// seq order; a mirror left short (a full page, a gap) reads on alone.
-async fn catch_up_many(relay: &Relay, ids: &[String]) -> Result<(), RelayError> {
-    let Some(c) = relay.cluster().cloned() else {
+async fn catch_up_many(host: &Host, ids: &[String]) -> Result<(), RelayError> {
+    let Some(c) = host.cluster().cloned() else {
         return Ok(());
     };
     let mirrors: Vec<SessionHandle> = ids
         .iter()
-        .filter_map(|id| relay.inner.get(id))
+        .filter_map(|id| host.held(id))
         .filter(|h| h.remote)
         .collect();
     if mirrors.is_empty() {
@@ -111,7 +109,7 @@ async fn catch_up_many(relay: &Relay, ids: &[String]) -> Result<(), RelayError> 
         let events = by_session.remove(h.id()).unwrap_or_default();
         let full = events.len() as i64 >= PAGE;
         if (!events.is_empty() && !h.shared.replicate(events)) || full {
-            catch_up(relay, h.id()).await?;
+            catch_up(host, h.id()).await?;
         }
     }
     Ok(())
@@ -119,18 +117,18 @@ async fn catch_up_many(relay: &Relay, ids: &[String]) -> Result<(), RelayError> 
 
 /// Applies what the owner committed after the mirror's last seq; a session this instance does
 /// not know yet gets a mirror. Sessions this instance runs are left alone.
-pub(crate) async fn catch_up(relay: &Relay, id: &str) -> Result<(), RelayError> {
-    let handle = match relay.inner.get(id) {
+pub(crate) async fn catch_up(host: &Host, id: &str) -> Result<(), RelayError> {
+    let handle = match host.held(id) {
         Some(h) if h.remote => h,
         Some(_) => return Ok(()),
         None => {
-            load(relay, id).await?;
+            load(host, id).await?;
             return Ok(());
         }
     };
     loop {
         let after = handle.shared.last_seq() as i64;
-        let page = relay.store().events(id, after, PAGE).await?;
+        let page = host.store().events(id, after, PAGE).await?;
         let full = page.len() as i64 == PAGE;
         let events: Vec<Envelope> = page
             .iter()
@@ -151,17 +149,17 @@ pub(crate) async fn catch_up(relay: &Relay, id: &str) -> Result<(), RelayError> 
 
 /// A mirror of session `id` from the store, registered in this relay; `None` while the store
 /// does not have the session (its first batch is not committed yet).
-pub(crate) async fn load(relay: &Relay, id: &str) -> Result<Option<SessionHandle>, RelayError> {
-    if let Some(h) = relay.inner.get(id) {
+pub(crate) async fn load(host: &Host, id: &str) -> Result<Option<SessionHandle>, RelayError> {
+    if let Some(h) = host.held(id) {
         return Ok(Some(h));
     }
-    let store = relay.store();
+    let store = host.store();
     let Some(mut rec) = store.session(id).await? else {
         return Ok(None);
     };
     let last = store.last_seq(id).await?;
     rec.last_seq = last;
-    if let Some(c) = relay.cluster() {
+    if let Some(c) = host.cluster() {
         let (turns, status) = super::sql::head(&c.pool, id, last)
             .await
             .map_err(super::db("reading a session's head"))?;
@@ -182,28 +180,27 @@ pub(crate) async fn load(relay: &Relay, id: &str) -> Result<Option<SessionHandle
         .and_then(|e| e.turn);
     let shared = SessionShared::mirror(
         store.clone(),
-        relay.config().event_buffer,
+        host.config().event_buffer,
         &rec,
         pending,
         turn,
     );
-    Ok(Some(relay.register_mirror(shared)))
+    let carrier = Arc::new(ToOwner(host.link()));
+    Ok(Some(host.hold_mirror(shared, carrier)))
 }
 
 /// Carries a mirror's operations to the session's owner.
-pub(crate) struct ToOwner(pub Weak<RelayInner>);
+pub(crate) struct ToOwner(pub HostLink);
 
 impl Carrier for ToOwner {
     fn carry(&self, op: Op) -> BoxFuture<'static, Result<String, RelayError>> {
         let inner = self.0.clone();
         Box::pin(async move {
             let session = op.session().unwrap_or_default().to_owned();
-            let relay = Relay {
-                inner: inner
-                    .upgrade()
-                    .ok_or_else(|| RelayError::Closed(session.clone()))?,
-            };
-            mailbox::to_owner(&relay, &session, op).await
+            let host = inner
+                .upgrade()
+                .ok_or_else(|| RelayError::Closed(session.clone()))?;
+            mailbox::to_owner(&host, &session, op).await
         })
     }
 }
@@ -212,9 +209,9 @@ impl Carrier for ToOwner {
 /// if there is none) catches up with everything the old owner committed, starts writing, has
 /// the turns the loss cut closed and the requests it left declined, as a restart would, and
 /// gets an actor (dormant until the next `say`, which resumes the thread here).
-pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), RelayError> {
+pub(crate) async fn adopt(host: &Host, id: &str, why: &str) -> Result<(), RelayError> {
     // One at a time per session: a second comer waits for the first and finds it done.
-    let _one = match relay.cluster() {
+    let _one = match host.cluster() {
         Some(c) => {
             let lock = c
                 .adoptions
@@ -229,7 +226,7 @@ pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), Rela
     };
     // Adopted under this epoch, or not at all: an instance that lost its lease would write
     // nothing of it (joining again, it adopts what it owns then).
-    let Some(epoch) = relay
+    let Some(epoch) = host
         .cluster()
         .map(|c| c.fence.clone())
         .filter(|f| !f.is_lost())
@@ -237,28 +234,27 @@ pub(crate) async fn adopt(relay: &Relay, id: &str, why: &str) -> Result<(), Rela
     else {
         return Ok(());
     };
-    let Some(handle) = load(relay, id).await? else {
+    let Some(handle) = load(host, id).await? else {
         // Not stored: nothing ran long enough to need adopting.
         return Ok(());
     };
     if !handle.remote {
         return Ok(());
     }
-    catch_up(relay, id).await?;
+    catch_up(host, id).await?;
     let shared = handle.shared.clone();
     shared.own();
-    let inner = &relay.inner;
-    crate::recovery::settle_adopted(&inner.store, &inner.broker, &inner.servers, &shared, why)
+    crate::recovery::settle_adopted(host.store(), host.broker(), host.servers(), &shared, why)
         .await?;
-    let adopted = relay.spawn_session(shared.clone(), None, &[], None);
-    let fence = relay.cluster().map(|c| c.fence.clone());
+    let adopted = host.run_here(shared.clone());
+    let fence = host.cluster().map(|c| c.fence.clone());
     if fence.is_some_and(|f| f.is_lost() || f.epoch() != epoch) {
         // The lease was lost meanwhile (a take-over that waited for Postgres finished after
         // it): what the adoption wrote was dropped, and the instance may have stopped its
         // sessions before this one was among them. Undone, so that it is adopted again from
         // its log (when the instance joins again, or when next asked for).
         shared.detach();
-        relay.inner.forget(id);
+        host.forget(id);
         drop(adopted);
         tracing::warn!(session = %id, "adopting a session was undone: this instance lost its lease meanwhile");
         return Ok(());

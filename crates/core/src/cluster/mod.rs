@@ -33,7 +33,7 @@ use sqlx::PgPool;
 use tokio::sync::{Notify, oneshot};
 
 use crate::error::RelayError;
-use crate::relay::Relay;
+use crate::host::Host;
 use crate::store::Fence;
 
 pub use crate::config::ClusterConfig;
@@ -132,32 +132,20 @@ pub struct InstanceView {
     pub taken_by: Option<String>,
 }
 
-impl crate::relay::RelayInner {
-    /// This relay's part in a cluster, when it is placed in one.
-    pub(crate) fn cluster(&self) -> Option<Arc<Cluster>> {
-        let placed = self.placement.get()?.as_any().downcast_ref::<Clustered>()?;
-        Some(placed.0.clone())
+impl Host {
+    /// The relay's part in a cluster, when it is placed in one.
+    pub(crate) fn cluster(&self) -> Option<&Arc<Cluster>> {
+        let placed = self.placement().as_any().downcast_ref::<Clustered>()?;
+        Some(&placed.0)
     }
 }
 
-impl Relay {
-    /// This relay's part in a cluster, when it is placed in one.
-    pub(crate) fn cluster(&self) -> Option<&Arc<Cluster>> {
-        let placed = self
-            .inner
-            .placement
-            .get()?
-            .as_any()
-            .downcast_ref::<Clustered>()?;
-        Some(&placed.0)
-    }
-
+impl Cluster {
     /// The cluster as this instance sees it, its own standing first (known without Postgres)
     /// and the instances as the database records them, read within `wait` (with Postgres out
-    /// of reach the view says why they are missing); `None` when the relay is not part of one.
-    pub async fn cluster_view(&self, wait: std::time::Duration) -> Option<ClusterView> {
-        let c = self.cluster()?;
-        let standing = self.cluster_standing()?;
+    /// of reach the view says why they are missing).
+    pub(crate) async fn view(&self, standing: Standing, wait: std::time::Duration) -> ClusterView {
+        let c = self;
         let (instances, error) = match tokio::time::timeout(wait, sql::instances(&c.pool)).await {
             Ok(Ok(instances)) => (instances, None),
             Ok(Err(e)) => (
@@ -171,7 +159,7 @@ impl Relay {
                 )),
             ),
         };
-        Some(ClusterView {
+        ClusterView {
             instance: c.id.clone(),
             epoch: c.fence.epoch(),
             leased: standing.available(),
@@ -179,12 +167,7 @@ impl Relay {
             unavailable: standing.why_not(&c.id),
             instances,
             error,
-        })
-    }
-
-    /// This instance's id, when the relay is part of a cluster.
-    pub fn instance_id(&self) -> Option<&str> {
-        self.cluster().map(|c| c.id.as_str())
+        }
     }
 }
 
@@ -217,7 +200,9 @@ pub async fn instances_at(url: &str, wait: Duration) -> Vec<InstanceView> {
 
 /// The store's settings for this relay: in a cluster, commits linger at most
 /// [`ClusterConfig::commit_linger`], as other instances read only what is committed.
-pub(crate) fn store_options(config: &crate::relay::RelayConfig) -> crate::store::StoreOptions {
+pub(crate) fn store_options(
+    config: &crate::relay_config::RelayConfig,
+) -> crate::store::StoreOptions {
     let mut options = config.store_options.clone();
     let postgres = config.store.starts_with("postgres:") || config.store.starts_with("postgresql:");
     if postgres && config.cluster.enabled {

@@ -11,9 +11,9 @@ use super::Cluster;
 use crate::config::CreateOptions;
 use crate::decider::Decider;
 use crate::error::RelayError;
+use crate::host::Host;
 use crate::op::Op;
 use crate::placement::{Placed, Placement};
-use crate::relay::Relay;
 use crate::session::{SayOutcome, SessionHandle, SessionShared};
 
 /// This instance's part of the cluster, as where its sessions run.
@@ -30,38 +30,38 @@ impl Placement for Clustered {
 
     fn locate<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<SessionHandle>, RelayError>> {
-        Box::pin(self.locate(relay, id))
+        Box::pin(self.locate(host, id))
     }
 
     fn find<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         id: &'a str,
     ) -> BoxFuture<'a, Result<SessionHandle, RelayError>> {
-        Box::pin(self.find(relay, id))
+        Box::pin(self.find(host, id))
     }
 
     fn place_new<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         opts: &'a CreateOptions,
     ) -> BoxFuture<'a, Result<Option<Placed>, RelayError>> {
-        Box::pin(self.place_new(relay, opts))
+        Box::pin(self.place_new(host, opts))
     }
 
-    fn claim<'a>(&'a self, relay: &'a Relay, id: &'a str) -> BoxFuture<'a, Result<(), RelayError>> {
-        Box::pin(self.claim(relay, id))
+    fn claim<'a>(&'a self, host: &'a Host, id: &'a str) -> BoxFuture<'a, Result<(), RelayError>> {
+        Box::pin(self.claim(host, id))
     }
 
     fn unclaim(&self, id: &str) {
         self.unclaim(id)
     }
 
-    fn check_writable(&self, relay: &Relay) -> Result<(), RelayError> {
-        self.check_writable(relay)
+    fn check_writable(&self, host: &Host) -> Result<(), RelayError> {
+        self.check_writable(host)
     }
 
     fn epoch(&self) -> Option<i64> {
@@ -74,46 +74,46 @@ impl Placement for Clustered {
 
     fn confirm_stored<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         since: Option<i64>,
     ) -> BoxFuture<'a, Result<(), RelayError>> {
-        Box::pin(self.confirm_stored(relay, since))
+        Box::pin(self.confirm_stored(host, since))
     }
 
     fn acknowledge_turn<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         shared: &'a SessionShared,
         after: u64,
         outcome: &'a SayOutcome,
         since: Option<i64>,
     ) -> BoxFuture<'a, Result<(), RelayError>> {
-        Box::pin(self.acknowledge_turn(relay, shared, after, outcome, since))
+        Box::pin(self.acknowledge_turn(host, shared, after, outcome, since))
     }
 
     fn here<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         id: &'a str,
     ) -> BoxFuture<'a, Result<SessionHandle, RelayError>> {
-        Box::pin(self.here(relay, id))
+        Box::pin(self.here(host, id))
     }
 
-    fn carry<'a>(&'a self, relay: &'a Relay, op: Op) -> BoxFuture<'a, Result<String, RelayError>> {
+    fn carry<'a>(&'a self, host: &'a Host, op: Op) -> BoxFuture<'a, Result<String, RelayError>> {
         Box::pin(async move {
             let session = op.session().unwrap_or_default().to_owned();
-            super::mailbox::to_owner(relay, &session, op).await
+            super::mailbox::to_owner(host, &session, op).await
         })
     }
 
     fn claim_answer<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         session: &'a str,
         request: &'a str,
         by: &'a Decider,
     ) -> BoxFuture<'a, Result<(), RelayError>> {
-        Box::pin(self.claim_answer(relay, session, request, by))
+        Box::pin(self.claim_answer(host, session, request, by))
     }
 
     fn stored_request<'a>(
@@ -126,10 +126,10 @@ impl Placement for Clustered {
 
     fn catch_up<'a>(
         &'a self,
-        relay: &'a Relay,
+        host: &'a Host,
         id: &'a str,
     ) -> BoxFuture<'a, Result<(), RelayError>> {
-        Box::pin(super::mirror::catch_up(relay, id))
+        Box::pin(super::mirror::catch_up(host, id))
     }
 
     fn rules_changed(&self) -> BoxFuture<'_, ()> {
@@ -140,7 +140,7 @@ impl Placement for Clustered {
         self.0.stop.send_replace(true);
     }
 
-    fn leave<'a>(&'a self, relay: &'a Relay) -> BoxFuture<'a, ()> {
-        Box::pin(super::lease::leave(relay))
+    fn leave<'a>(&'a self, host: &'a Host) -> BoxFuture<'a, ()> {
+        Box::pin(super::lease::leave(host))
     }
 }

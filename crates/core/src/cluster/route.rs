@@ -2,64 +2,31 @@
 //! and its actions go to the owner; a new session starts here unless this instance is past its
 //! load; a request is answered where it was asked.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::mailbox;
 use super::{Clustered, db, mirror, sql};
 use crate::broker::Resolution;
+use crate::config::CreateOptions;
 use crate::error::RelayError;
+use crate::host::Host;
 use crate::op::{Create, Created, reply_of};
-use crate::relay::{CreateOptions, Relay, RelayInner};
-use crate::session::{Door, SayOutcome, SessionHandle, SessionShared};
+use crate::session::{SayOutcome, SessionHandle};
 
 /// How long a session whose owner recorded it may take to reach the store.
 const FIRST_COMMIT: Duration = Duration::from_secs(2);
 /// How long a request id the store does not have is looked for again before it is unknown.
 const UNSEEN_REQUEST_WAIT: Duration = Duration::from_secs(1);
 
-impl RelayInner {
-    /// Drops a session from this relay's map (its actor, if any, is left to end).
-    pub(crate) fn forget(&self, id: &str) {
-        self.sessions_mut().remove(id);
-    }
-}
-
-impl Relay {
-    /// Sessions this instance runs (not the mirrors), open or dormant.
-    pub fn local_sessions(&self) -> usize {
-        self.inner.handles().iter().filter(|h| !h.remote).count()
-    }
-
-    /// Registers a mirror: shown to the feed like any session, its commands passed on to its
-    /// owner. A session already in the map (it became this instance's meanwhile) wins.
-    pub(crate) fn register_mirror(&self, shared: Arc<SessionShared>) -> SessionHandle {
-        let handle = SessionHandle {
-            shared: shared.clone(),
-            door: Door::Carried(Arc::new(mirror::ToOwner(Arc::downgrade(&self.inner)))),
-            remote: true,
-        };
-        let mut map = self.inner.sessions_mut();
-        if let Some(existing) = map.get(handle.id()) {
-            return existing.clone();
-        }
-        map.insert(handle.id().to_owned(), handle.clone());
-        drop(map);
-        shared.attach_feed(self.inner.feed.clone());
-        self.inner.feed.session_created(shared.snapshot());
-        handle
-    }
-}
-
 impl Clustered {
     /// A session of this relay, or, in a cluster, one stored that another instance runs (or
     /// ran): mirrored here from then on. An instance can be asked about a session before the
     /// notice of its first commit arrives.
-    pub(crate) async fn find(&self, relay: &Relay, id: &str) -> Result<SessionHandle, RelayError> {
-        if let Some(h) = relay.inner.get(id) {
+    pub(crate) async fn find(&self, host: &Host, id: &str) -> Result<SessionHandle, RelayError> {
+        if let Some(h) = host.held(id) {
             return Ok(h);
         }
-        let Some(c) = relay.cluster().cloned() else {
+        let Some(c) = host.cluster().cloned() else {
             return Err(RelayError::UnknownSession(id.to_owned()));
         };
         if id.trim().is_empty() {
@@ -68,7 +35,7 @@ impl Clustered {
         // An owner records a new session before its first batch commits: wait that long.
         let deadline = tokio::time::Instant::now() + FIRST_COMMIT;
         loop {
-            if let Some(h) = mirror::load(relay, id).await? {
+            if let Some(h) = mirror::load(host, id).await? {
                 return Ok(h);
             }
             let owned = sql::owner_of(&c.pool, id)
@@ -85,10 +52,10 @@ impl Clustered {
     /// `None` when it is (now) this instance's to resume.
     pub(crate) async fn locate(
         &self,
-        relay: &Relay,
+        host: &Host,
         id: &str,
     ) -> Result<Option<SessionHandle>, RelayError> {
-        let Some(c) = relay.cluster() else {
+        let Some(c) = host.cluster() else {
             return Ok(None);
         };
         let known = sql::owner_of(&c.pool, id)
@@ -99,7 +66,7 @@ impl Clustered {
             // This instance's to resume (and, for a thread nobody ran, to claim): work it
             // must be able to store.
             _ => {
-                relay.check_writable()?;
+                host.check_writable()?;
                 sql::claim(&c.pool, id, &c.id)
                     .await
                     .map_err(db("claiming the session"))?
@@ -109,19 +76,19 @@ impl Clustered {
             // This instance's, stored, and not held here: it is taking the session back (it
             // joined again after losing its lease, and adopts its sessions one by one). It is
             // adopted from its log now, never resumed as a thread with nothing of it.
-            if relay.store().session(id).await?.is_some() {
+            if host.store().session(id).await?.is_some() {
                 let why = format!(
                     "instance {} stopped running this session while this turn was running",
                     c.id
                 );
-                mirror::adopt(relay, id, &why).await?;
-                if let Some(h) = relay.inner.get(id).filter(|h| !h.remote) {
+                mirror::adopt(host, id, &why).await?;
+                if let Some(h) = host.held(id).filter(|h| !h.remote) {
                     return Ok(Some(h));
                 }
             }
             return Ok(None);
         }
-        match mirror::load(relay, id).await? {
+        match mirror::load(host, id).await? {
             Some(h) => Ok(Some(h)),
             None => Err(RelayError::Owner {
                 session: id.to_owned(),
@@ -149,8 +116,8 @@ impl Clustered {
         });
     }
     /// Records a session this instance just created as its own.
-    pub(crate) async fn claim(&self, relay: &Relay, id: &str) -> Result<(), RelayError> {
-        let Some(c) = relay.cluster() else {
+    pub(crate) async fn claim(&self, host: &Host, id: &str) -> Result<(), RelayError> {
+        let Some(c) = host.cluster() else {
             return Ok(());
         };
         let owner = sql::claim_fenced(&c.pool, &c.fence, id)
@@ -181,16 +148,16 @@ impl Clustered {
     /// library's) always start here.
     pub(crate) async fn place_new(
         &self,
-        relay: &Relay,
+        host: &Host,
         opts: &CreateOptions,
     ) -> Result<Option<(SessionHandle, Option<SayOutcome>)>, RelayError> {
-        let Some(c) = relay.cluster() else {
+        let Some(c) = host.cluster() else {
             return Ok(None);
         };
         let Some(max) = c.config.max_load else {
             return Ok(None);
         };
-        let load = relay.local_sessions();
+        let load = host.local_sessions();
         if load < max || !opts.dynamic_tools.is_empty() {
             return Ok(None);
         }
@@ -207,7 +174,7 @@ impl Clustered {
         let op = Create {
             options: Box::new(opts.clone()),
         };
-        let created: Created = match mailbox::call(relay, &target, op.into()).await {
+        let created: Created = match mailbox::call(host, &target, op.into()).await {
             Ok(answer) => reply_of(&answer)?,
             // Taken over before it took the command: nothing was started there; start here.
             Err(mailbox::Undelivered::Withdrawn(_)) => return Ok(None),
@@ -219,7 +186,7 @@ impl Clustered {
                 });
             }
         };
-        let handle = mirror::load(relay, &created.session_id)
+        let handle = mirror::load(host, &created.session_id)
             .await?
             .ok_or_else(|| RelayError::Owner {
                 session: created.session_id.clone(),

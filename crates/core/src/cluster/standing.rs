@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use super::Clustered;
+use super::{Cluster, Clustered};
 use crate::error::RelayError;
 use crate::event::Role;
-use crate::relay::Relay;
+use crate::host::Host;
 use crate::session::{SayOutcome, SessionShared};
 
 /// How long an acknowledgement of a new turn waits for Codex to echo the user's input.
@@ -54,17 +54,17 @@ impl Standing {
     }
 }
 
-impl Relay {
-    /// This instance's standing in the cluster; `None` when the relay is not part of one.
-    pub fn cluster_standing(&self) -> Option<Standing> {
-        let c = self.cluster()?;
+impl Cluster {
+    /// This instance's standing in the cluster, with `store` its relay's store.
+    pub(crate) fn standing(&self, store: &crate::store::Store) -> Standing {
+        let c = self;
         let confirmed = c.confirmed_at();
-        Some(Standing {
+        Standing {
             lost: c.fence.is_lost(),
             confirmed_ms_ago: u64::try_from(confirmed.elapsed().as_millis()).unwrap_or(u64::MAX),
             lease_ms: u64::try_from(c.config.lease.as_millis()).unwrap_or(u64::MAX),
-            store_fault: self.store().stats().fault(),
-        })
+            store_fault: store.stats().fault(),
+        }
     }
 }
 
@@ -72,10 +72,9 @@ impl Clustered {
     /// Refuses work this instance would have to store while it cannot: it holds no lease, or
     /// Postgres does not take its writes. Nothing to check outside a cluster (a relay alone
     /// keeps its writes and retries them, docs/STORE.md).
-    pub(crate) fn check_writable(&self, relay: &Relay) -> Result<(), RelayError> {
-        let (Some(c), Some(standing)) = (relay.cluster(), relay.cluster_standing()) else {
-            return Ok(());
-        };
+    pub(crate) fn check_writable(&self, host: &Host) -> Result<(), RelayError> {
+        let c = &self.0;
+        let standing = c.standing(host.store());
         match standing.why_not(&c.id) {
             None => Ok(()),
             Some(why) => Err(RelayError::Unavailable {
@@ -112,16 +111,16 @@ impl Clustered {
     /// instance that joined again since cannot confirm it.
     pub(crate) async fn confirm_stored(
         &self,
-        relay: &Relay,
+        host: &Host,
         since: Option<i64>,
     ) -> Result<(), RelayError> {
-        let Some(c) = relay.cluster().cloned() else {
+        let Some(c) = host.cluster().cloned() else {
             return Ok(());
         };
         let epoch = since.unwrap_or_else(|| c.fence.epoch());
         let wait: Duration = c.config.lease;
         let flushed = tokio::select! {
-            r = tokio::time::timeout(wait, relay.store().flush()) => Some(r),
+            r = tokio::time::timeout(wait, host.store().flush()) => Some(r),
             () = c.fence.lost() => None,
         };
         let why = match flushed {
@@ -147,13 +146,13 @@ impl Clustered {
     /// A steered message is only waited for to be stored (Codex echoes it when it takes it).
     pub(crate) async fn acknowledge_turn(
         &self,
-        relay: &Relay,
+        host: &Host,
         shared: &SessionShared,
         after: u64,
         outcome: &SayOutcome,
         since: Option<i64>,
     ) -> Result<(), RelayError> {
-        if relay.cluster().is_none() {
+        if host.cluster().is_none() {
             return Ok(());
         }
         if let SayOutcome::Started { turn_id } = outcome {
@@ -175,6 +174,6 @@ impl Clustered {
                     "Codex did not echo the new turn's input within {INPUT_ECHO:?}; acknowledging it without");
             }
         }
-        relay.confirm_stored(since).await
+        self.confirm_stored(host, since).await
     }
 }

@@ -251,6 +251,14 @@ fn only_the_placement_names_the_cluster() {
     assert!(naming.is_empty(), "these name the cluster: {naming:?}");
 }
 
+/// The cluster works on the narrow handle a place gets of the engine (core/host.rs), never the
+/// relay.
+#[test]
+fn the_cluster_names_no_relay() {
+    let refs = references(&module("cluster"));
+    assert!(!refs.contains("relay"), "the cluster imports {refs:?}");
+}
+
 /// Recovery works on narrow handles (the store, the broker, the pool), never the relay.
 #[test]
 fn recovery_names_no_relay() {
