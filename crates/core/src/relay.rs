@@ -377,7 +377,7 @@ impl Relay {
         Ok((handle, first))
     }
 
-    /// Sessions this relay runs (not the mirrors of a cluster's other instances), open or
+    /// Sessions this relay runs (not the mirrors of sessions another instance runs), open or
     /// dormant.
     pub fn local_sessions(&self) -> usize {
         self.inner.handles().iter().filter(|h| !h.remote).count()
