@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use codex_relay_core::store::{Retention, SessionRecord, Store, StoreOptions, StoredEvent};
 
@@ -23,12 +23,7 @@ const WRITERS: usize = 4;
 const BURST: i64 = 20;
 const ALONE: Duration = Duration::from_secs(6);
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
+use codex_relay_core::time::now_ms;
 
 fn session(id: &str, status: &str) -> SessionRecord {
     SessionRecord {

@@ -168,11 +168,7 @@ fn sample_percent(pages: i64) -> f64 {
     (200_000.0 / pages.max(1) as f64).clamp(0.5, 100.0)
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::time::now_ms;
 
 impl Store {
     /// The store's size now.
