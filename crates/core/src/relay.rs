@@ -147,6 +147,7 @@ impl Relay {
             tracing::warn!("committing what the restore wrote failed: {e}");
         }
         crate::placement::start(&relay).await?;
+        crate::recycle::start(&relay);
         Ok(relay)
     }
 
