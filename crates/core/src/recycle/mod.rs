@@ -115,7 +115,8 @@ async fn look_at(
         }
         return;
     }
-    if state.reserved > 0 {
+    // A process with no session left stops after the pool's linger; nothing to replace.
+    if state.reserved > 0 || state.sessions.is_empty() {
         return;
     }
     recycle(inner, policy, &state, handles, &why).await;
