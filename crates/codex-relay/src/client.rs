@@ -40,6 +40,8 @@ pub struct ClientBuilder {
     auth: Option<AuthSource>,
     login_refresh: LoginRefresh,
     retention: Retention,
+    /// When a Codex process is replaced by a fresh one (docs/OPERATIONS.md).
+    recycle: codex_relay_core::RecyclePolicy,
     /// A retention variable that could not be read: [`ClientBuilder::relay_config`] says so.
     retention_error: Option<String>,
 }
@@ -62,6 +64,7 @@ impl Default for ClientBuilder {
             auth: None,
             login_refresh: LoginRefresh::Auto,
             retention: Retention::default(),
+            recycle: Default::default(),
             retention_error: None,
         }
     }
@@ -143,6 +146,14 @@ impl ClientBuilder {
     pub fn retention(mut self, retention: Retention) -> Self {
         self.retention = retention;
         self.retention_error = None;
+        self
+    }
+
+    /// Limits per Codex process (memory, turns, age) past which it is replaced by a fresh one
+    /// once its sessions are idle (docs/OPERATIONS.md, "Recycling Codex processes"). Default:
+    /// none.
+    pub fn recycle(mut self, policy: codex_relay_core::RecyclePolicy) -> Self {
+        self.recycle = policy;
         self
     }
 
@@ -371,6 +382,7 @@ impl ClientBuilder {
         }
         let mut config = RelayConfig::new(codex, self.store_target());
         config.store_options.retention = self.retention.clone();
+        config.recycle = self.recycle.clone();
         config.approval_timeout = self.approval_timeout;
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;

@@ -57,6 +57,31 @@ pub struct EngineArgs {
     /// 90 % of it; `off` (the default) sets no limit.
     #[arg(long, value_name = "SIZE", env = "CODEX_RELAY_RETENTION_SIZE", value_parser = parse_size)]
     pub retention_size: Option<u64>,
+    /// Resident memory of one `codex app-server` (with what runs in its process group) past
+    /// which it takes no new session and is replaced by a fresh process once its sessions are
+    /// idle, e.g. `2GiB`; `off` (the default) sets no limit (docs/OPERATIONS.md).
+    #[arg(long, value_name = "SIZE", env = "CODEX_RELAY_CODEX_MAX_RSS", value_parser = parse_size)]
+    pub codex_max_rss: Option<u64>,
+    /// "Far over" the memory limit: past this, a turn running on the process is reported, and
+    /// interrupted with `--codex-over-limit interrupt` (default: twice `--codex-max-rss`).
+    #[arg(long, value_name = "SIZE", env = "CODEX_RELAY_CODEX_HARD_RSS", value_parser = parse_size)]
+    pub codex_hard_rss: Option<u64>,
+    /// What to do when a process is far over its memory limit during a turn: `wait` for the
+    /// turn to end (the default) or `interrupt` it.
+    #[arg(
+        long,
+        value_name = "WAIT|INTERRUPT",
+        env = "CODEX_RELAY_CODEX_OVER_LIMIT",
+        default_value = "wait"
+    )]
+    pub codex_over_limit: codex_relay_core::OverLimit,
+    /// Turns one `codex app-server` runs before it is replaced by a fresh one (0: no limit).
+    #[arg(long, value_name = "N", env = "CODEX_RELAY_CODEX_MAX_TURNS")]
+    pub codex_max_turns: Option<u64>,
+    /// How long one `codex app-server` serves before it is replaced by a fresh one once idle:
+    /// an age like `12h`, or `off` (the default).
+    #[arg(long, value_name = "AGE", env = "CODEX_RELAY_CODEX_MAX_AGE", value_parser = parse_age)]
+    pub codex_max_age: Option<Duration>,
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,
     #[command(flatten)]
@@ -101,6 +126,14 @@ impl EngineArgs {
         config.crash_policy.max_crashes = self.codex_crash_limit.max(1);
         config.crash_policy.window = Duration::from_millis(self.codex_crash_window_ms);
         config.sessions_per_codex = self.sessions_per_codex;
+        config.recycle = codex_relay_core::RecyclePolicy {
+            max_rss: self.codex_max_rss.filter(|n| *n > 0),
+            hard_rss: self.codex_hard_rss.filter(|n| *n > 0),
+            max_turns: self.codex_max_turns.filter(|n| *n > 0),
+            max_age: self.codex_max_age.filter(|d| !d.is_zero()),
+            over_hard: self.codex_over_limit,
+            ..Default::default()
+        };
         config.policy = self.policy.policy()?;
         if let Some(file) = &self.rules {
             let text = std::fs::read_to_string(file)
@@ -133,6 +166,10 @@ impl EngineArgs {
             max_sessions = config.max_sessions,
             event_buffer = config.event_buffer,
             sessions_per_codex = config.sessions_per_codex,
+            codex_max_rss = ?config.recycle.max_rss,
+            codex_max_turns = ?config.recycle.max_turns,
+            codex_max_age = ?config.recycle.max_age,
+            codex_over_limit = ?config.recycle.over_hard,
             retention = ?config.store_options.retention.max_age,
             retention_bytes = ?config.store_options.retention.max_bytes,
             credentials = %auth,

@@ -178,6 +178,12 @@ pub enum Ev {
     Plan {
         steps: Value,
     },
+    /// Something the relay did that changes nothing in the conversation, for whoever reads
+    /// the log: the Codex process under the session was recycled, or is far over its memory
+    /// limit during a turn.
+    Note {
+        message: String,
+    },
     /// A Codex notification codex-relay does not map (kept raw, never dropped).
     Codex {
         method: String,
@@ -202,6 +208,7 @@ impl Ev {
             Ev::Status { .. } => "status",
             Ev::Error { .. } => "error",
             Ev::Plan { .. } => "plan",
+            Ev::Note { .. } => "note",
             Ev::Codex { .. } => "codex",
         }
     }

@@ -17,6 +17,8 @@
 //! - [`auth`]: API key or ChatGPT tokens sent to every app-server; token refresh callback.
 //! - [`rules`]: approval rules that answer a request before a human is asked;
 //!   [`links`]: signed single-use links that answer one request (docs/RULES.md, NOTIFY.md).
+//! - [`recycle`]: Codex processes past a memory, turn or age limit replaced by fresh ones
+//!   once their sessions are idle.
 //! - [`login`]: the ChatGPT login of CODEX_HOME shared by every Codex, refreshed by the relay
 //!   alone (one refresh at a time across processes, relays and the cluster).
 
@@ -57,6 +59,7 @@ pub mod pool;
 mod profile;
 pub mod reach;
 mod recovery;
+pub mod recycle;
 pub mod relay;
 pub mod relay_config;
 pub mod rules;
@@ -86,6 +89,7 @@ pub use pending::PendingDetails;
 pub use policy::StartPolicy;
 pub use pool::CodexProcessView;
 pub use reach::Reach;
+pub use recycle::{OverLimit, RecyclePolicy};
 pub use relay::{CreateOptions, DynamicTool, Relay, RelayConfig, ToolHandler};
 pub use session::{SayInput, SayOutcome, SessionHandle, SessionSnapshot, SessionStatus};
 pub use views::SessionMeta;

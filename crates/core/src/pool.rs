@@ -1,11 +1,13 @@
 //! A pool of `codex app-server` processes: each session is placed on one for life, at most
-//! `sessions_per_codex` per process, processes started on demand and stopped when idle.
+//! `sessions_per_codex` per process, processes started on demand and stopped when idle. A
+//! process past its limits (recycle/) drains: new sessions go elsewhere, and once its sessions
+//! are idle it is replaced by a fresh one.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use codex_relay_codex::{AppServer, AppServerConfig};
 use serde::Serialize;
@@ -36,6 +38,50 @@ struct Member {
     reserved: usize,
     /// Bumped on every placement, so a linger timer started before it does nothing.
     generation: u64,
+    /// Why it takes no new session (over a limit, waiting for its sessions to be idle).
+    draining: Option<String>,
+    /// What its current process did so far (for the limits); reset when the process changes.
+    life: Option<Life>,
+}
+
+/// One process of a member: since when it is seen, the turns started on it, its last RSS.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Life {
+    pub pid: u32,
+    pub since: Instant,
+    pub turns: u64,
+    pub rss: Option<u64>,
+}
+
+impl Member {
+    /// The life of process `pid`: the one recorded, or a new one if the process changed.
+    fn life_of(&mut self, pid: u32) -> &mut Life {
+        let life = self.life.get_or_insert(Life {
+            pid,
+            since: Instant::now(),
+            turns: 0,
+            rss: None,
+        });
+        if life.pid != pid {
+            *life = Life {
+                pid,
+                since: Instant::now(),
+                turns: 0,
+                rss: None,
+            };
+        }
+        life
+    }
+}
+
+/// A member as the recycler sees it at one tick.
+pub(crate) struct MemberState {
+    pub slot: u64,
+    pub pid: u32,
+    pub sessions: Vec<String>,
+    pub reserved: usize,
+    pub draining: Option<String>,
+    pub life: Life,
 }
 
 impl Member {
@@ -65,6 +111,8 @@ struct PoolInner {
     table: Mutex<Table>,
     /// Restarts of members already removed from the table.
     gone_restarts: AtomicU64,
+    /// Processes replaced by a fresh one after crossing a limit (their starts are no restarts).
+    recycles: AtomicU64,
 }
 
 /// Where sessions get their app-server; cheap to clone.
@@ -83,6 +131,15 @@ pub struct CodexProcessView {
     pub pid: Option<u32>,
     /// Sessions placed on it.
     pub sessions: Vec<String>,
+    /// Its resident memory (its process group's) when the recycler last looked; `None` when
+    /// no limit is set or it was not looked at yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
+    /// Turns started on its current process.
+    pub turns: u64,
+    /// Why it takes no new session, while it waits to be recycled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draining: Option<String>,
 }
 
 /// A place on a member held for a session being created; bind it once the thread id is known.
@@ -146,6 +203,7 @@ impl Pool {
                 feed,
                 table: Mutex::default(),
                 gone_restarts: AtomicU64::new(0),
+                recycles: AtomicU64::new(0),
             }),
         }
     }
@@ -170,7 +228,7 @@ impl Pool {
         let fit = t
             .members
             .iter_mut()
-            .filter(|m| m.key == key && (per == 0 || m.load() < per))
+            .filter(|m| m.key == key && m.draining.is_none() && (per == 0 || m.load() < per))
             .min_by_key(|m| m.load());
         if let Some(m) = fit {
             m.generation += 1;
@@ -191,6 +249,8 @@ impl Pool {
             sessions: HashSet::new(),
             reserved: 0,
             generation: 0,
+            draining: None,
+            life: None,
         });
         (id, source)
     }
@@ -411,14 +471,19 @@ impl Pool {
             .map(|m| {
                 let mut sessions: Vec<_> = m.sessions.iter().cloned().collect();
                 sessions.sort();
+                let pid = m
+                    .source
+                    .current()
+                    .filter(|s| s.peer().closed().is_none())
+                    .map(|s| s.pid());
+                let life = m.life.filter(|l| Some(l.pid) == pid);
                 CodexProcessView {
                     slot: m.id,
-                    pid: m
-                        .source
-                        .current()
-                        .filter(|s| s.peer().closed().is_none())
-                        .map(|s| s.pid()),
+                    pid,
                     sessions,
+                    rss_bytes: life.and_then(|l| l.rss),
+                    turns: life.map_or(0, |l| l.turns),
+                    draining: m.draining.clone(),
                 }
             })
             .collect();
@@ -445,7 +510,116 @@ impl Pool {
             .iter()
             .map(|m| m.source.starts().saturating_sub(1))
             .sum();
-        live + self.inner.gone_restarts.load(Ordering::Relaxed)
+        (live + self.inner.gone_restarts.load(Ordering::Relaxed)).saturating_sub(self.recycles())
+    }
+
+    /// Processes replaced by a fresh one after crossing a limit.
+    pub fn recycles(&self) -> u64 {
+        self.inner.recycles.load(Ordering::Relaxed)
+    }
+
+    /// A turn started for `session` on the process serving it (the turn limit counts these).
+    pub fn turn_started(&self, session: &str) {
+        let mut t = self.lock();
+        let Some(id) = t.placed.get(session).copied() else {
+            return;
+        };
+        let Some(m) = t.members.iter_mut().find(|m| m.id == id) else {
+            return;
+        };
+        if let Some(pid) = m.source.current().map(|s| s.pid()) {
+            m.life_of(pid).turns += 1;
+        }
+    }
+
+    /// Every member whose process runs, with its RSS read now (`rss`: whether to read it).
+    pub(crate) fn observe(&self, rss: bool) -> Vec<MemberState> {
+        let running: Vec<(u64, u32)> = {
+            let t = self.lock();
+            t.members
+                .iter()
+                .filter_map(|m| {
+                    let s = m.source.current()?;
+                    s.peer().closed().is_none().then(|| (m.id, s.pid()))
+                })
+                .collect()
+        };
+        // Read outside the lock: /proc is walked once per process group.
+        let sizes: Vec<(u64, u32, Option<u64>)> = running
+            .into_iter()
+            .map(|(id, pid)| {
+                let size = rss
+                    .then(|| codex_relay_codex::platform::memory::group_rss(pid))
+                    .flatten();
+                (id, pid, size)
+            })
+            .collect();
+        let mut t = self.lock();
+        let mut out = Vec::new();
+        for (id, pid, size) in sizes {
+            let Some(m) = t.members.iter_mut().find(|m| m.id == id) else {
+                continue;
+            };
+            let life = m.life_of(pid);
+            if size.is_some() {
+                life.rss = size;
+            }
+            let life = *life;
+            let mut sessions: Vec<_> = m.sessions.iter().cloned().collect();
+            sessions.sort();
+            out.push(MemberState {
+                slot: id,
+                pid,
+                sessions,
+                reserved: m.reserved,
+                draining: m.draining.clone(),
+                life,
+            });
+        }
+        out
+    }
+
+    /// Takes no new session on `slot` any more (it waits to be recycled), saying why.
+    pub(crate) fn drain(&self, slot: u64, why: &str) {
+        let mut t = self.lock();
+        if let Some(m) = t.members.iter_mut().find(|m| m.id == slot) {
+            m.draining = Some(why.to_owned());
+        }
+    }
+
+    /// Replaces the process of draining `slot`, if it still runs `pid` and nothing is being
+    /// created on it: stops it (its whole group; the sessions on it let go of it first) and
+    /// starts a fresh one in its place, which the sessions resume their threads on. Returns
+    /// whether it did.
+    pub(crate) async fn recycle(&self, slot: u64, pid: u32, grace: Duration) -> bool {
+        let source = {
+            let mut t = self.lock();
+            let Some(m) = t.members.iter_mut().find(|m| m.id == slot) else {
+                return false;
+            };
+            if m.draining.is_none() || m.reserved > 0 {
+                return false;
+            }
+            if m.source.current().map(|s| s.pid()) != Some(pid) {
+                return false;
+            }
+            m.draining = None;
+            m.life = None;
+            m.source.clone()
+        };
+        let Some(old) = source.take().await else {
+            return false;
+        };
+        self.inner.recycles.fetch_add(1, Ordering::Relaxed);
+        old.shutdown(grace).await;
+        // The fresh process starts now, so the next turn does not wait for it; a failed start
+        // is tried again (and reported) by the next session that needs it.
+        tokio::spawn(async move {
+            if let Err(e) = source.get().await {
+                tracing::warn!(slot, "starting the recycled codex app-server failed: {e}");
+            }
+        });
+        true
     }
 
     /// Stops every process (the whole process group of each), all at once.
@@ -465,79 +639,5 @@ impl Pool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pool(per: usize) -> Pool {
-        let config = AppServerConfig::new("/nonexistent/codex");
-        Pool::new(
-            config,
-            Default::default(),
-            CrashPolicy::default(),
-            per,
-            Duration::from_millis(10),
-            Arc::default(),
-        )
-    }
-
-    fn layout(p: &Pool) -> Vec<usize> {
-        p.processes().iter().map(|m| m.sessions.len()).collect()
-    }
-
-    #[tokio::test]
-    async fn sessions_fill_processes_up_to_the_limit_and_keep_their_place() {
-        let p = pool(2);
-        for i in 0..5 {
-            p.reserve(None).bind(&format!("s{i}"));
-        }
-        assert_eq!(layout(&p), [2, 2, 1]);
-        // A freed place is taken by the next session; nobody moves.
-        let before: Vec<_> = p.processes();
-        p.release("s1");
-        p.reserve(None).bind("s5");
-        let after = p.processes();
-        assert_eq!(after[0].sessions, ["s0", "s5"]);
-        assert_eq!(after[1..], before[1..]);
-    }
-
-    #[tokio::test]
-    async fn an_unbound_reservation_gives_its_place_back() {
-        let p = pool(1);
-        drop(p.reserve(None));
-        p.reserve(None).bind("a");
-        assert_eq!(
-            layout(&p),
-            [1],
-            "the dropped reservation's process was reused"
-        );
-    }
-
-    #[tokio::test]
-    async fn other_settings_never_share_and_zero_means_one_shared_process() {
-        let p = pool(0);
-        p.reserve(None).bind("a");
-        p.reserve(None).bind("b");
-        p.reserve(Some("/tmp/other-home".into())).bind("c");
-        assert_eq!(layout(&p), [2, 1]);
-    }
-
-    #[tokio::test]
-    async fn an_empty_process_slot_is_dropped_after_the_linger_unless_reused() {
-        let p = pool(2);
-        p.reserve(None).bind("a");
-        p.reserve(None).bind("b");
-        p.reserve(None).bind("c");
-        p.release("c");
-        p.release("a");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(
-            layout(&p),
-            [1],
-            "the emptied second slot is gone, the first stays"
-        );
-        p.release("b");
-        p.reserve(None).bind("d");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(layout(&p), [1], "reused before the linger ended: kept");
-    }
-}
+#[path = "pool_tests.rs"]
+mod tests;

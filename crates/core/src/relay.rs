@@ -146,6 +146,7 @@ impl Relay {
             tracing::warn!("committing what the restore wrote failed: {e}");
         }
         crate::placement::start(&relay).await?;
+        crate::recycle::start(&relay);
         Ok(relay)
     }
 

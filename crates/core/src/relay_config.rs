@@ -32,6 +32,9 @@ pub struct RelayConfig {
     pub sessions_per_codex: usize,
     /// How long a process with no session left keeps running before it is stopped.
     pub codex_idle_linger: Duration,
+    /// When a Codex process has done enough and is replaced by a fresh one (memory, turns,
+    /// age; docs/OPERATIONS.md, "Recycling Codex processes"). Off by default.
+    pub recycle: crate::recycle::RecyclePolicy,
     /// Credentials sent to every app-server the relay starts, and the token refresh callback
     /// (see [`crate::auth`]). The default sends none.
     pub auth: crate::auth::AuthConfig,
@@ -62,6 +65,7 @@ impl RelayConfig {
             crash_policy: Default::default(),
             sessions_per_codex: DEFAULT_SESSIONS_PER_CODEX,
             codex_idle_linger: Duration::from_secs(10),
+            recycle: Default::default(),
             auth: Default::default(),
             policy: Default::default(),
             rules_file: None,

@@ -173,6 +173,12 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         "Codex app-servers started again after one exited (all processes of the pool)",
         st.relay.codex_restarts(),
     );
+    counter(
+        &mut registry,
+        "codex_recycles",
+        "Codex app-servers replaced by a fresh process after crossing a memory, turn or age limit",
+        st.relay.codex_recycles(),
+    );
     let processes = st.relay.codex_processes();
     gauge(
         &mut registry,
@@ -188,6 +194,16 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         processes
             .iter()
             .map(|p| (p.slot.to_string(), p.sessions.len() as i64))
+            .collect(),
+    );
+    gauge_family(
+        &mut registry,
+        "codex_process_rss_bytes",
+        "Resident memory of each pooled app-server's process group, by pool slot, when a memory limit is set",
+        "slot",
+        processes
+            .iter()
+            .filter_map(|p| Some((p.slot.to_string(), p.rss_bytes? as i64)))
             .collect(),
     );
     let stats = st.relay.store().stats();

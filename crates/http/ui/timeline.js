@@ -121,6 +121,9 @@ export class Timeline {
       case 'plan':
         this.showPlan(ev, node);
         break;
+      case 'note':
+        this.add(node('notice', 'Note: ', ev.message));
+        break;
       case 'codex':
         if (ev.method === 'warning' && ev.params && ev.params.message) {
           this.add(node('notice', 'Codex warns: ', ev.params.message));

@@ -256,6 +256,10 @@ impl Translator {
                 out.msgs.push(json!({"type": "background_event",
                     "message": format!("{what}{} by {}{why}", decision.as_str(), by.as_str())}));
             }
+            // The legacy stream's word for a notice that is not part of the conversation.
+            Ev::Note { message } => out
+                .msgs
+                .push(json!({"type": "background_event", "message": message})),
             Ev::RequestResolved { .. } | Ev::Photo { .. } | Ev::Status { .. } | Ev::Codex { .. } => {}
         }
         out

@@ -278,6 +278,7 @@ async fn every_front_needs_the_token_and_the_right_host() {
         "codex_relay_events_appended_total",
         "codex_relay_store_queue_depth",
         "codex_relay_codex_restarts_total 0",
+        "codex_relay_codex_recycles_total 0",
         // The health check started one app-server of the pool; it lingers, idle.
         "codex_relay_codex_processes 1",
         "codex_relay_store_commit_seconds_total",

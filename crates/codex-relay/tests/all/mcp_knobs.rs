@@ -114,6 +114,10 @@ async fn every_setting_from_the_environment_takes_effect() {
             ("CODEX_RELAY_LISTEN", "127.0.0.1:0".into()),
             ("CODEX_RELAY_TOKEN", RELAY_TEST_TOKEN.into()),
             ("SESSIONS_PER_CODEX", "3".into()),
+            ("CODEX_RELAY_CODEX_MAX_RSS", "3GiB".into()),
+            ("CODEX_RELAY_CODEX_MAX_TURNS", "40".into()),
+            ("CODEX_RELAY_CODEX_MAX_AGE", "12h".into()),
+            ("CODEX_RELAY_CODEX_OVER_LIMIT", "interrupt".into()),
         ];
         if let Some(db) = db {
             env.push(("CODEX_RELAY_DB", path_str(db)));
@@ -158,6 +162,10 @@ async fn every_setting_from_the_environment_takes_effect() {
         "max_sessions=1".into(),
         "event_buffer=37".into(),
         "sessions_per_codex=3".into(),
+        "codex_max_rss=Some(3221225472)".into(),
+        "codex_max_turns=Some(40)".into(),
+        "codex_max_age=Some(43200s)".into(),
+        "codex_over_limit=Interrupt".into(),
         "credentials=an API key from $KNOB_API_KEY".into(),
     ] {
         assert!(settings.contains(&expected), "{expected} in {settings}");
@@ -384,6 +392,8 @@ async fn with_nothing_set_the_documented_defaults_apply() {
         "max_sessions=32".into(),
         "event_buffer=1000".into(),
         "sessions_per_codex=25".into(),
+        "codex_max_rss=None".into(),
+        "codex_over_limit=Wait".into(),
         "credentials=none".into(),
         "start_policy=any (no limits)".into(),
     ] {

@@ -12,6 +12,8 @@
 //!   it stays in the relay's tree; it reaps and stops those, never its own children.
 //! - [`tree`]: a tree's processes found by a marker in their environment and by parent pid,
 //!   killed together; a watchdog process that kills a tree if the relay dies without doing it.
+//! - [`memory`]: resident memory of a process group (the pool's limit per Codex), and this
+//!   process's own RSS and open files.
 //! - [`relays`]: every relay on the machine announced to the others (so each refuses the
 //!   others' sessions too).
 //! - [`sockets`]: for an accepted TCP connection, the client's socket as the kernel knows it
@@ -28,6 +30,7 @@ compile_error!(
 );
 
 pub mod diag;
+pub mod memory;
 pub mod peers;
 pub mod process;
 pub mod reaper;

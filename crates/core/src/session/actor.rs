@@ -184,6 +184,7 @@ impl Actor {
             );
         }
         let turn = server.turn_start(&params).await?.turn;
+        self.servers.turn_started(&self.shared.id);
         if params.cwd.is_some() {
             self.shared.moved_cwd_sent();
         }
@@ -194,7 +195,7 @@ impl Actor {
     }
 
     /// The running turns of the session's thread and of its sub-agents: `(thread, turn)`.
-    fn running_turns(&self) -> Vec<(String, String)> {
+    pub(super) fn running_turns(&self) -> Vec<(String, String)> {
         let own = self
             .shared
             .current_turn()

@@ -4,6 +4,7 @@
 mod actor;
 mod agent_sync;
 mod agents;
+mod detach;
 mod open_calls;
 mod shared;
 mod status;

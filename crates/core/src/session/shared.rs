@@ -321,6 +321,7 @@ impl SessionShared {
             | Ev::Status { .. }
             | Ev::Error { .. }
             | Ev::Plan { .. }
+            | Ev::Note { .. }
             | Ev::Codex { .. } => {}
         }
     }

@@ -16,6 +16,7 @@ mod layers;
 mod login;
 mod pool;
 mod recovery;
+mod recycle;
 mod restarts;
 mod retention;
 mod rules;
