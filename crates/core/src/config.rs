@@ -49,6 +49,13 @@ pub struct RelayConfig {
     pub rules_file: Option<Vec<crate::rules::RuleSpec>>,
     /// With a Postgres store: this relay as one instance of a cluster (docs/CLUSTER.md).
     pub cluster: ClusterConfig,
+    /// Every turn's deadline, idle watchdog and interrupt grace unless its session or its
+    /// message sets them (docs/AGENTS.md).
+    pub turn_limits: crate::limits::TurnLimits,
+    /// The budget of a session that sets none.
+    pub budget: crate::limits::Budget,
+    /// The price table of a session that sets none (the estimated cost).
+    pub prices: Option<crate::limits::Prices>,
 }
 
 /// Sessions open at once, unless configured (`MAX_SESSIONS`).
@@ -80,6 +87,9 @@ impl RelayConfig {
             policy: Default::default(),
             rules_file: None,
             cluster: Default::default(),
+            turn_limits: Default::default(),
+            budget: Default::default(),
+            prices: None,
         }
     }
 }
@@ -111,6 +121,15 @@ pub struct CreateOptions {
     pub output_schema: Option<Value>,
     /// Run the first turn in plan mode (the model may ask questions).
     pub plan_mode: bool,
+    /// Its turns' deadline, idle watchdog and grace (each message may set its own).
+    #[serde(skip_serializing_if = "crate::limits::TurnLimits::is_empty")]
+    pub limits: crate::limits::TurnLimits,
+    /// Its budget; raised with [`Relay::set_limits`](crate::relay::Relay::set_limits).
+    #[serde(skip_serializing_if = "crate::limits::Budget::is_empty")]
+    pub budget: crate::limits::Budget,
+    /// The price table its estimated cost uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices: Option<crate::limits::Prices>,
     /// Labels approval rules can match on (`labels = ["ci"]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,

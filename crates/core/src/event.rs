@@ -140,6 +140,12 @@ pub enum Ev {
         status: TurnEndStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// Why the relay stopped the turn (its deadline, the idle watchdog, a budget).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stopped: Option<crate::limits::StopReason>,
+        /// The turn's token usage, summed over every model request it made.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     // --- codex-relay extensions (docs/EVENTS.md) ---
     /// Codex asked something (an approval, a question, a tool call); see [`crate::broker`].
@@ -282,7 +288,9 @@ mod tests {
             end,
             Ev::TurnEnd {
                 status: TurnEndStatus::Cancelled,
-                error: None
+                error: None,
+                stopped: None,
+                usage: None,
             }
         );
         assert_eq!(end.kind(), "turn-end");
