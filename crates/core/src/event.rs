@@ -90,6 +90,8 @@ pub enum ToolEndStatus {
 
 /// Token counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     pub input_tokens: i64,
     pub cached_input_tokens: i64,

@@ -10,6 +10,8 @@ use crate::event::Usage;
 
 /// Limits of one turn; unset values fall back to the session's, then the relay's defaults.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct TurnLimits {
     /// The turn is interrupted this long after it started.
@@ -57,6 +59,8 @@ impl TurnLimits {
 
 /// One budget of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum BudgetKind {
     InputTokens,
@@ -88,6 +92,8 @@ impl BudgetKind {
 /// summed); `None` is no limit. Reaching one interrupts the running turn and refuses new turns
 /// until it is raised.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct Budget {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -215,6 +221,8 @@ impl Budget {
 /// inside the input tokens), `output` for the output tokens (reasoning included, as Codex
 /// counts them inside the output tokens).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct Prices {
     pub input: f64,
@@ -245,6 +253,8 @@ impl Prices {
 /// What a session spent over its life: token usage summed over every model request of every
 /// turn, turns started, time spent running turns, and the estimated cost (with a price table).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct Spent {
     pub usage: Usage,
@@ -257,6 +267,8 @@ pub struct Spent {
 /// Why the relay stopped a turn (on the turn's `turn-end` event, the session's status and
 /// every front's result).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "reason", rename_all = "camelCase")]
 pub enum StopReason {
     /// The turn ran past its deadline.
@@ -372,6 +384,8 @@ mod tests {
 /// A change to a session's limits: the budget limits it names (others kept), its turns'
 /// limits and its price table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct LimitsChange {
     pub budget: Option<Budget>,
@@ -393,6 +407,8 @@ impl LimitsChange {
 
 /// A session's limits and what it spent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LimitsView {
     pub session_id: String,
