@@ -11,6 +11,7 @@ mod http_support;
 mod legacy_support;
 mod library_support;
 
+mod agent_controls;
 mod brake;
 mod browser;
 mod cluster;
