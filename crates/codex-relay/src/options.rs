@@ -156,7 +156,7 @@ impl SessionOptions {
     }
 
     /// The session's budget (tokens, turns, wall time, estimated cost; see
-    /// [`codex_relay_core::limits::Budget`]): reaching one stops the running turn and the
+    /// [`crate::limits::Budget`]): reaching one stops the running turn and the
     /// session starts no new one until it is raised ([`crate::Session::set_limits`]).
     pub fn budget(mut self, budget: codex_relay_core::limits::Budget) -> Self {
         self.budget = budget;

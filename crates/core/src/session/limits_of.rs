@@ -15,6 +15,16 @@ impl SessionShared {
         self.activity.store(ms, Ordering::Relaxed);
     }
 
+    /// Adds tokens to the relay's metrics: only where the session runs (a mirror's events are
+    /// counted by their own instance).
+    pub(super) fn count_tokens(&self, added: &Usage) {
+        if self.writer().is_some()
+            && let Some(feed) = self.feed.get()
+        {
+            feed.count_tokens(added);
+        }
+    }
+
     /// How long since the session last logged an event or sent a delta.
     pub(crate) fn silent_for(&self) -> Duration {
         let last = Duration::from_millis(self.activity.load(Ordering::Relaxed));
@@ -90,6 +100,9 @@ impl SessionShared {
 
     /// The guard is stopping `turn` for `reason`: its end will say so.
     pub(crate) fn mark_stopping(&self, turn: &str, reason: StopReason) {
+        if let Some(feed) = self.feed.get() {
+            feed.count_stop(&reason);
+        }
         self.lock().spend.stopping = Some((turn.to_owned(), reason));
     }
 

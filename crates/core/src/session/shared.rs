@@ -289,8 +289,10 @@ impl SessionShared {
                 // A sub-agent's model requests are the session's spending too.
                 Ev::Usage { total, last } => {
                     let prices = s.meta.options.prices;
-                    s.spend
-                        .on_usage(&o.agent.thread, total, last, prices.as_ref())
+                    let added = s
+                        .spend
+                        .on_usage(&o.agent.thread, total, last, prices.as_ref());
+                    self.count_tokens(&added);
                 }
                 _ => {}
             }
@@ -340,7 +342,8 @@ impl SessionShared {
             } => s.last_message = Some(text.clone()),
             Ev::Usage { total, last } => {
                 let prices = s.meta.options.prices;
-                s.spend.on_usage("", total, last, prices.as_ref());
+                let added = s.spend.on_usage("", total, last, prices.as_ref());
+                self.count_tokens(&added);
                 s.usage = Some(total.clone());
             }
             Ev::Error {

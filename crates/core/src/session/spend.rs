@@ -39,7 +39,14 @@ impl Spend {
         s
     }
 
-    pub fn on_usage(&mut self, thread: &str, total: &Usage, last: &Usage, prices: Option<&Prices>) {
+    /// Counts one usage report; returns what it added.
+    pub fn on_usage(
+        &mut self,
+        thread: &str,
+        total: &Usage,
+        last: &Usage,
+        prices: Option<&Prices>,
+    ) -> Usage {
         let delta = match self.totals.get(thread) {
             Some(prev) if not_below(total, prev) => minus(total, prev),
             _ => last.clone(),
@@ -48,6 +55,7 @@ impl Spend {
         add(&mut self.turn, &delta);
         add(&mut self.spent.usage, &delta);
         self.spent.cost_usd = prices.map(|p| p.cost(&self.spent.usage));
+        delta
     }
 
     pub fn on_turn_start(&mut self, now: i64) {
