@@ -112,6 +112,7 @@ impl Relay {
             .check()
             .map_err(crate::error::RelayError::InvalidOption)?;
         let session = id.to_owned();
+        let change = Box::new(change);
         self.place_and_run(crate::op::SetLimits { session, change })
             .await
     }

@@ -67,7 +67,7 @@ pub(crate) struct Respond {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct SetLimits {
     pub session: String,
-    pub change: crate::limits::LimitsChange,
+    pub change: Box<crate::limits::LimitsChange>,
 }
 
 /// Starts a new session (on the instance it is sent to).

@@ -480,7 +480,7 @@ impl ActorOp for SetLimits {
         actor: &mut Actor,
         reply: Replier<crate::limits::LimitsView>,
     ) -> BoxFuture<'_, Flow> {
-        let c = self.change;
+        let c = *self.change;
         actor.shared.set_limits(c.budget, c.limits, c.prices);
         let _ = reply.send(Ok(actor.shared.limits_view()));
         Box::pin(std::future::ready(Flow::Continue))
