@@ -96,7 +96,18 @@ async fn gone(marker: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         left = codex_relay_testkit::procs::pids_with_cmdline(marker);
     }
-    panic!("the command {marker} still runs: {left:?}");
+    let tree: Vec<String> = left
+        .iter()
+        .map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let ppid = stat.split_whitespace().nth(3).unwrap_or("?").to_owned();
+            let parent = std::fs::read_to_string(format!("/proc/{ppid}/cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ");
+            format!("{p} (parent {ppid}: {parent})")
+        })
+        .collect();
+    panic!("the command {marker} still runs: {tree:?}");
 }
 
 /// How long Codex takes to reach the command depends on the machine: an attempt whose command
@@ -188,7 +199,7 @@ async fn a_deadline_then_the_watchdog_stop_sleep_1000_and_the_status_says_which(
 async fn a_token_budget_stops_the_session_at_the_crossing_until_raised(version: &'static str) {
     let bed = Bed::start(version).await;
     let ws = bed.home.workspace().to_path_buf();
-    let marker = format!("BUDGET-{}", std::process::id());
+    let marker = format!("BUDGET-{}-{version}", std::process::id());
     // The first request alone crosses the budget (1100 of 1000 tokens); its command would
     // run forever, so only the budget ends the turn.
     bed.model.route(

@@ -31,6 +31,7 @@ mod fronts_auth;
 mod http_abuse;
 mod http_answer_links;
 mod http_api;
+mod http_limits;
 mod http_race;
 mod http_retention;
 mod http_rules;
