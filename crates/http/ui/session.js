@@ -25,7 +25,7 @@ export function sessionView(root, id, { onRelayEvent }) {
   const model = h('span', { class: 'model' });
   const usage = h('span', { class: 'usage', title: 'Tokens this session spent, summed over every model request' });
   // A budget the session reached: it starts no turn until raised (here, or over the API).
-  const budgetNote = h('p', { class: 'notice budget', role: 'alert', hidden: true });
+  const budgetNote = h('p', { class: 'budget-note', role: 'alert', hidden: true });
   const raise = h('button', { class: 'button small', type: 'button', onclick: raiseBudget }, 'Raise budget');
   let reached = null;
   const pendingNote = h('a', { class: 'badge pending', href: '#', hidden: true, onclick: (e) => { e.preventDefault(); root.querySelector('.card.request:not(.resolved)')?.scrollIntoView({ behavior: 'smooth', block: 'center' }); } });
@@ -54,7 +54,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         statusSlot, pendingNote),
       h('div', { class: 'line2' }, cwd, model, usage, streamState),
       h('div', { class: 'line3' }, interrupt, close)),
-    budgetNote, notice, events, composer);
+    notice, budgetNote, events, composer);
 
   const timeline = new Timeline(events, {
     onStatus: setStatus,
@@ -75,8 +75,6 @@ export function sessionView(root, id, { onRelayEvent }) {
     input.placeholder = busy ? 'Add to the running turn (steer)' : s === 'closed' ? 'Closed; a message resumes it' : 'Follow up';
     hint.textContent = busy ? `${BUSY[s]}; a message now steers the turn.` : '';
     root.dataset.status = s;
-    // A turn ended: what it spent, and any budget it reached.
-    if (!busy) load();
   }
 
   async function load() {
@@ -137,6 +135,8 @@ export function sessionView(root, id, { onRelayEvent }) {
           document.title = `${text} · codex-relay`;
         }
         timeline.apply(env);
+        // A turn of the session ended: what it spent, and any budget it reached.
+        if (env.ev && env.ev.t === 'turn-end' && !env.agent) load();
       },
       delta(d) {
         timeline.delta(d);
