@@ -585,6 +585,8 @@ impl SessionOptions {
             base_instructions: self.base_instructions.clone(),
             developer_instructions: self.developer_instructions.clone(),
             dynamic_tools: self.tools.iter().map(|t| t.to_dynamic()).collect(),
+            budget: self.budget,
+            prices: self.prices,
             ..Default::default()
         }
     }

@@ -88,6 +88,8 @@ pub struct EngineArgs {
     pub policy: crate::policy_args::PolicyArgs,
     #[command(flatten)]
     pub cluster: crate::cluster_args::ClusterArgs,
+    #[command(flatten)]
+    pub limits: crate::limits_args::LimitsArgs,
 }
 
 impl EngineArgs {
@@ -135,6 +137,7 @@ impl EngineArgs {
             ..Default::default()
         };
         config.policy = self.policy.policy()?;
+        self.limits.apply(&mut config);
         if let Some(file) = &self.rules {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading the rules file {}", file.display()))?;
@@ -175,6 +178,8 @@ impl EngineArgs {
             credentials = %auth,
             start_policy = %crate::policy_args::PolicyArgs::describe(&config.policy),
             instance = config.cluster.instance_id.as_deref().unwrap_or("(random)"),
+            turn_limits = ?config.turn_limits,
+            session_budget = ?config.budget,
             "engine settings"
         );
         Relay::open(config)

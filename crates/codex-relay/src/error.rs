@@ -76,6 +76,20 @@ pub enum ErrorKind {
         /// How the turn was ended.
         stopped: codex_relay_core::Stopped,
     },
+    /// The turn produced no output for the idle time (the watchdog); `stopped` as for
+    /// [`ErrorKind::Deadline`].
+    Idle {
+        /// How the turn was ended.
+        stopped: codex_relay_core::Stopped,
+    },
+    /// The session reached a budget: the running turn was stopped (`stopped`), or, with
+    /// `NotRunning`, no turn was started. Raise it with [`crate::Session::set_limits`].
+    Budget {
+        /// Which budget.
+        budget: codex_relay_core::limits::BudgetKind,
+        /// How the turn was ended.
+        stopped: codex_relay_core::Stopped,
+    },
     /// Someone else (another front, [`crate::Session::interrupt`]) interrupted the turn.
     Interrupted,
     /// Codex could not be started.
@@ -345,6 +359,20 @@ impl From<RelayError> for Error {
             | RelayError::Rule(_) => Error::setup(message),
             RelayError::AnswerLink(_) => Error::new(Phase::Request, ErrorKind::Refused, message),
             RelayError::Closed(_) => Error::new(Phase::Request, ErrorKind::Setup, message),
+            RelayError::BudgetReached { reason, .. } => {
+                let budget = match reason {
+                    codex_relay_core::limits::StopReason::Budget { budget, .. } => budget,
+                    _ => codex_relay_core::limits::BudgetKind::Turns,
+                };
+                Error::new(
+                    Phase::Budget,
+                    ErrorKind::Budget {
+                        budget,
+                        stopped: codex_relay_core::Stopped::NotRunning,
+                    },
+                    message,
+                )
+            }
             RelayError::UnknownRequest { .. }
             | RelayError::AlreadyResolved { .. }
             | RelayError::InvalidAnswer { .. } => {

@@ -131,6 +131,13 @@ pub mod workspace {
         HostMount, MountPreview, Workspace, WorkspaceError, WorkspaceSpec, fingerprint,
     };
 }
+/// Turn limits (deadline, idle watchdog), budgets, what a session spent, and why a turn was
+/// stopped (docs/AGENTS.md).
+pub mod limits {
+    pub use codex_relay_core::limits::{
+        Budget, BudgetKind, LimitsChange, LimitsView, Prices, Spent, StopReason, TurnLimits,
+    };
+}
 /// The session-protocol event model: envelopes, events, deltas, token usage.
 pub mod event {
     pub use codex_relay_core::event::{

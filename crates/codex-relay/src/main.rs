@@ -11,6 +11,7 @@ mod doctor;
 mod engine;
 mod http_front;
 mod legacy;
+mod limits_args;
 mod policy_args;
 mod progress;
 mod serve;

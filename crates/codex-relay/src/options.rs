@@ -42,7 +42,10 @@ pub struct SessionOptions {
     pub(crate) developer_instructions: Option<String>,
     pub(crate) tools: Vec<Tool>,
     pub(crate) deadline: Option<Duration>,
+    pub(crate) idle: Option<Duration>,
     pub(crate) grace: Duration,
+    pub(crate) budget: codex_relay_core::limits::Budget,
+    pub(crate) prices: Option<codex_relay_core::limits::Prices>,
     pub(crate) workspace: Option<WorkspaceSpec>,
     pub(crate) questions: Questions,
 }
@@ -60,7 +63,10 @@ impl Default for SessionOptions {
             developer_instructions: None,
             tools: Vec::new(),
             deadline: None,
+            idle: None,
             grace: DEFAULT_INTERRUPT_GRACE,
+            budget: Default::default(),
+            prices: None,
             workspace: None,
             questions: Questions::Unanswered,
         }
@@ -138,6 +144,28 @@ impl SessionOptions {
     /// The default deadline of each run in this session (a run may set its own).
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// The idle watchdog of each run in this session (a run may set its own): a turn with
+    /// no output (items, text, command output) for this long is interrupted and the run fails
+    /// with [`crate::ErrorKind::Idle`]. Time waiting for an approval does not count.
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle = Some(idle);
+        self
+    }
+
+    /// The session's budget (tokens, turns, wall time, estimated cost; see
+    /// [`crate::limits::Budget`]): reaching one stops the running turn and the
+    /// session starts no new one until it is raised ([`crate::Session::set_limits`]).
+    pub fn budget(mut self, budget: codex_relay_core::limits::Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The price table (US dollars per million tokens) the estimated cost uses.
+    pub fn prices(mut self, prices: codex_relay_core::limits::Prices) -> Self {
+        self.prices = Some(prices);
         self
     }
 

@@ -1,10 +1,11 @@
-//! One run, start to end: send the prompt, follow the session's log, answer approvals, enforce the deadline (the engine stops exactly this session's turn), and turn the end into a result or a phased error.
+//! One run, start to end: send the prompt with its deadline and idle watchdog (the engine's turn guard enforces them and stops exactly this session's turn), follow the session's log, answer approvals, and turn the end into a result or a phased error.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use codex_relay_core::broker::PendingView;
 use codex_relay_core::event::{TurnEndStatus, Usage};
+use codex_relay_core::limits::{StopReason, TurnLimits};
 use codex_relay_core::{
     Envelope, Ev, FollowOptions, Followed, Relay, SayInput, SessionHandle, Stopped,
 };
@@ -25,6 +26,8 @@ pub(crate) struct TurnSpec {
     pub text: String,
     pub output_schema: Option<Value>,
     pub deadline: Option<Duration>,
+    /// The idle watchdog: no output for this long stops the turn.
+    pub idle: Option<Duration>,
     pub grace: Duration,
     pub plan_mode: bool,
 }
@@ -39,14 +42,6 @@ pub(crate) struct RunCtx {
     pub questions: Questions,
 }
 
-/// The deadline's progress.
-enum Deadline {
-    Armed(tokio::time::Instant),
-    /// It passed and the engine stopped the turn this way.
-    Passed(Stopped),
-    Off,
-}
-
 /// What the loop has seen of the turn so far.
 struct Seen {
     turn: String,
@@ -55,6 +50,9 @@ struct Seen {
     thread_usage: Option<Usage>,
     last_error: Option<String>,
     end: Option<(TurnEndStatus, Option<String>)>,
+    /// Why the engine stopped the turn, and the turn's summed usage (from its `turn-end`).
+    stopped: Option<StopReason>,
+    turn_usage: Option<Usage>,
 }
 
 pub(crate) async fn drive(
@@ -87,14 +85,21 @@ pub(crate) async fn drive(
         .await
         .map_err(|e| Error::from(e).in_turn(&id, None))?;
     let started = Instant::now();
+    // The engine's turn guard enforces the deadline and the idle watchdog (the same one
+    // every front uses) and says on the turn's end which one stopped it.
     let say = SayInput {
         text: spec.text,
         output_schema: spec.output_schema,
         plan_mode: spec.plan_mode,
+        limits: TurnLimits {
+            deadline_ms: spec.deadline.map(|d| d.as_millis() as u64),
+            idle_ms: spec.idle.map(|d| d.as_millis() as u64),
+            grace_ms: Some(spec.grace.as_millis() as u64),
+        },
         ..Default::default()
     };
     let said = match spec.deadline {
-        Some(limit) => tokio::time::timeout(limit, ctx.handle.say(say))
+        Some(limit) => tokio::time::timeout(limit, ctx.relay.say(&id, say))
             .await
             .map_err(|_| {
                 Error::new(
@@ -106,7 +111,7 @@ pub(crate) async fn drive(
                 )
                 .in_turn(&id, None)
             })?,
-        None => ctx.handle.say(say).await,
+        None => ctx.relay.say(&id, say).await,
     };
     let turn = said
         .map_err(|e| Error::from(e).in_turn(&id, None))?
@@ -117,10 +122,6 @@ pub(crate) async fn drive(
     if let Some(s) = &server {
         ctx.servers.note(s);
     }
-    let mut deadline = match spec.deadline {
-        Some(d) => Deadline::Armed(tokio::time::Instant::from_std(started + d)),
-        None => Deadline::Off,
-    };
     let mut seen = Seen {
         turn: turn.clone(),
         events: Vec::new(),
@@ -128,31 +129,11 @@ pub(crate) async fn drive(
         thread_usage: None,
         last_error: None,
         end: None,
+        stopped: None,
+        turn_usage: None,
     };
     while seen.end.is_none() {
-        let wake = match deadline {
-            Deadline::Armed(at) => Some(at),
-            Deadline::Passed(_) | Deadline::Off => None,
-        };
-        // Once the deadline stopped the turn, its end is logged shortly (bounded).
-        let give_up = matches!(deadline, Deadline::Passed(_)).then(|| {
-            tokio::time::Instant::now() + codex_relay_codex::platform::tree::STOP_GRACE * 5
-        });
-        let next = tokio::select! {
-            next = follow.next() => next,
-            _ = sleep_until(wake), if wake.is_some() => {
-                tracing::info!(session = %id, "run deadline passed; stopping the turn");
-                let stopped = ctx
-                    .relay
-                    .stop_turn(&id, spec.grace)
-                    .await
-                    .map_err(|e| Error::from(e).in_turn(&id, Some(&turn)))?;
-                deadline = Deadline::Passed(stopped);
-                continue;
-            }
-            _ = sleep_until(give_up), if give_up.is_some() => break,
-        };
-        match next {
+        match follow.next().await {
             Some(Ok(Followed::Events(batch))) => {
                 for env in batch {
                     seen.take(&env, &ctx);
@@ -173,19 +154,19 @@ pub(crate) async fn drive(
             Some(Err(e)) => return Err(Error::from(e).in_turn(&id, Some(&turn))),
         }
     }
+    // How the engine's stop ended (interrupted, killed, closed), when it stopped the turn.
+    let wait = codex_relay_codex::platform::tree::STOP_GRACE * 5;
+    let how = if seen.stopped.is_some() || seen.end.is_none() {
+        ctx.handle.stop_outcome(&turn, wait).await
+    } else {
+        None
+    };
     let elapsed = started.elapsed();
     let stderr = server
         .as_ref()
         .map(|s| s.process().stderr_tail().text())
         .unwrap_or_default();
-    finish(ctx, seen, deadline, before, elapsed, stderr, spec.deadline)
-}
-
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
+    finish(ctx, seen, how, before, elapsed, stderr)
 }
 
 impl Seen {
@@ -210,7 +191,16 @@ impl Seen {
                 message,
                 retrying: false,
             } => self.last_error = Some(message.clone()),
-            Ev::TurnEnd { status, error } => self.end = Some((*status, error.clone())),
+            Ev::TurnEnd {
+                status,
+                error,
+                stopped,
+                usage,
+            } => {
+                self.end = Some((*status, error.clone()));
+                self.stopped = stopped.clone();
+                self.turn_usage = usage.clone();
+            }
             _ => {}
         }
     }
@@ -341,21 +331,52 @@ fn raw_turn_error(ctx: &RunCtx, turn: &str) -> Option<Value> {
     from_error
 }
 
+/// The error of a turn the engine stopped for `reason`, ended the way `how` says.
+fn stopped_error(reason: &StopReason, how: Stopped) -> Error {
+    let what = reason.message();
+    let detail = match how {
+        Stopped::Killed => {
+            "the turn did not stop within the grace after turn/interrupt, so its Codex process group was killed (the session had it to itself)"
+        }
+        Stopped::Closed => {
+            "the turn did not stop within the grace after turn/interrupt, and its Codex process serves other sessions, so this session was closed"
+        }
+        Stopped::Interrupted | Stopped::NotRunning => {
+            "the turn was interrupted (turn/interrupt) and stopped within the grace"
+        }
+    };
+    let kind = match reason {
+        StopReason::Deadline { .. } => ErrorKind::Deadline { stopped: how },
+        StopReason::Idle { .. } => ErrorKind::Idle { stopped: how },
+        StopReason::Budget { budget, .. } => ErrorKind::Budget {
+            budget: *budget,
+            stopped: how,
+        },
+    };
+    Error::new(Phase::Budget, kind, format!("{what}; {detail}"))
+}
+
 fn finish(
     ctx: RunCtx,
     seen: Seen,
-    deadline: Deadline,
+    how: Option<Stopped>,
     before: Usage,
     elapsed: Duration,
     stderr: String,
-    limit: Option<Duration>,
 ) -> Result<RunResult, Error> {
     let id = ctx.handle.id().to_owned();
     let turn = seen.turn.clone();
-    let limit = limit.unwrap_or_default();
+    // The engine stopped the turn: interrupted (it ends cancelled), or past the grace its
+    // process killed (it ends failed: Codex exited) or the session closed.
+    if let (Some(reason), Some((status, _))) = (&seen.stopped, &seen.end)
+        && *status != TurnEndStatus::Completed
+    {
+        return Err(stopped_error(reason, how.unwrap_or(Stopped::Interrupted))
+            .with_stderr_tail(stderr)
+            .in_turn(&id, Some(&turn)));
+    }
     let (status, end_error) = match seen.end.clone() {
         Some(end) => end,
-        None if matches!(deadline, Deadline::Passed(_)) => (TurnEndStatus::Cancelled, None),
         None => {
             return Err(Error::new(
                 Phase::Codex,
@@ -366,39 +387,14 @@ fn finish(
             .in_turn(&id, Some(&turn)));
         }
     };
-    let err = match (status, &deadline) {
-        (_, Deadline::Passed(Stopped::Killed)) => Some(Error::new(
-            Phase::Budget,
-            ErrorKind::Deadline {
-                stopped: Stopped::Killed,
-            },
-            format!(
-                "the run's deadline ({limit:?}) passed; the turn did not stop within the grace after turn/interrupt, so its Codex process group was killed (the session had it to itself)"
-            ),
-        )),
-        (_, Deadline::Passed(Stopped::Closed)) => Some(Error::new(
-            Phase::Budget,
-            ErrorKind::Deadline {
-                stopped: Stopped::Closed,
-            },
-            format!(
-                "the run's deadline ({limit:?}) passed; the turn did not stop within the grace after turn/interrupt, and its Codex process serves other sessions, so this session was closed"
-            ),
-        )),
-        (TurnEndStatus::Completed, _) => None,
-        (TurnEndStatus::Cancelled, Deadline::Passed(stopped)) => Some(Error::new(
-            Phase::Budget,
-            ErrorKind::Deadline { stopped: *stopped },
-            format!(
-                "the run's deadline ({limit:?}) passed; the turn was interrupted (turn/interrupt) and stopped within the grace"
-            ),
-        )),
-        (TurnEndStatus::Cancelled, _) => Some(Error::new(
+    let err = match status {
+        TurnEndStatus::Completed => None,
+        TurnEndStatus::Cancelled => Some(Error::new(
             Phase::Codex,
             ErrorKind::Interrupted,
             "the turn was interrupted by someone else",
         )),
-        (TurnEndStatus::Failed, _) => {
+        TurnEndStatus::Failed => {
             let fallback = end_error.or(seen.last_error.clone());
             Some(match raw_turn_error(&ctx, &turn) {
                 Some(raw) => Error::turn_failed(raw, fallback.as_deref()),
@@ -426,7 +422,8 @@ fn finish(
         text: seen.text.unwrap_or_default(),
         status,
         usage: TurnUsage {
-            turn: minus(&thread, &before),
+            // Summed over the turn's model requests by the engine.
+            turn: seen.turn_usage.unwrap_or_else(|| minus(&thread, &before)),
             thread,
         },
         events: seen.events,

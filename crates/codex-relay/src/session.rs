@@ -50,6 +50,7 @@ pub struct Session {
     approval: Approval,
     questions: Questions,
     deadline: Option<Duration>,
+    idle: Option<Duration>,
     grace: Duration,
     /// The isolated copy the session works in; removed when the last clone goes.
     workspace: Option<Arc<Workspace>>,
@@ -70,6 +71,7 @@ impl Session {
             approval: options.approval,
             questions: options.questions,
             deadline: options.deadline,
+            idle: options.idle,
             grace: options.grace,
             workspace: workspace.map(Arc::new),
         }
@@ -99,9 +101,26 @@ impl Session {
             text: text.into(),
             output_schema: None,
             deadline: self.deadline,
+            idle: self.idle,
             grace: self.grace,
             plan_mode: false,
         }
+    }
+
+    /// Changes the session's budget (the limits `change.budget` names; raising one it
+    /// reached lets it run turns again), its turns' limits or its price table; answers the
+    /// limits now in force and what the session spent.
+    pub async fn set_limits(
+        &self,
+        change: codex_relay_core::limits::LimitsChange,
+    ) -> Result<codex_relay_core::limits::LimitsView, Error> {
+        Ok(self.relay.set_limits(self.id(), change).await?)
+    }
+
+    /// The session's limits and what it spent (token usage summed over every model request,
+    /// turns, wall time, estimated cost).
+    pub async fn limits(&self) -> Result<codex_relay_core::limits::LimitsView, Error> {
+        Ok(self.relay.limits(self.id()).await?)
     }
 
     /// Runs `prompt` as one turn and waits for its end.
@@ -155,6 +174,7 @@ pub struct Prompt<'a> {
     text: String,
     output_schema: Option<Value>,
     deadline: Option<Duration>,
+    idle: Option<Duration>,
     grace: Duration,
     plan_mode: bool,
 }
@@ -172,6 +192,13 @@ impl Prompt<'_> {
     /// phase with [`crate::ErrorKind::Deadline`] saying which happened.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// This run's idle watchdog: with no output for this long the turn is interrupted and the
+    /// run fails with [`crate::ErrorKind::Idle`].
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle = Some(idle);
         self
     }
 
@@ -195,6 +222,7 @@ impl Prompt<'_> {
                 text: self.text,
                 output_schema: self.output_schema,
                 deadline: self.deadline,
+                idle: self.idle,
                 grace: self.grace,
                 plan_mode: self.plan_mode,
             },

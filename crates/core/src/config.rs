@@ -55,6 +55,15 @@ pub struct CreateOptions {
     pub output_schema: Option<Value>,
     /// Run the first turn in plan mode (the model may ask questions).
     pub plan_mode: bool,
+    /// Its turns' deadline, idle watchdog and grace (each message may set its own).
+    #[serde(skip_serializing_if = "crate::limits::TurnLimits::is_empty")]
+    pub limits: crate::limits::TurnLimits,
+    /// Its budget; raised with [`Relay::set_limits`](crate::relay::Relay::set_limits).
+    #[serde(skip_serializing_if = "crate::limits::Budget::is_empty")]
+    pub budget: crate::limits::Budget,
+    /// The price table its estimated cost uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices: Option<crate::limits::Prices>,
     /// Labels approval rules can match on (`labels = ["ci"]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,

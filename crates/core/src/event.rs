@@ -90,6 +90,8 @@ pub enum ToolEndStatus {
 
 /// Token counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     pub input_tokens: i64,
     pub cached_input_tokens: i64,
@@ -140,6 +142,12 @@ pub enum Ev {
         status: TurnEndStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// Why the relay stopped the turn (its deadline, the idle watchdog, a budget).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stopped: Option<crate::limits::StopReason>,
+        /// The turn's token usage, summed over every model request it made.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     // --- codex-relay extensions (docs/EVENTS.md) ---
     /// Codex asked something (an approval, a question, a tool call); see [`crate::broker`].
@@ -289,7 +297,9 @@ mod tests {
             end,
             Ev::TurnEnd {
                 status: TurnEndStatus::Cancelled,
-                error: None
+                error: None,
+                stopped: None,
+                usage: None,
             }
         );
         assert_eq!(end.kind(), "turn-end");

@@ -32,6 +32,11 @@ pub struct Feed {
     tx: broadcast::Sender<RelayEvent>,
     events_appended: AtomicU64,
     codex_starts: AtomicU64,
+    /// Tokens the sessions this instance runs spent, summed over every model request:
+    /// input, cached input, output, reasoning output, total.
+    tokens: [AtomicU64; 5],
+    /// Turns the relay stopped: for a deadline, the idle watchdog, a budget.
+    stops: [AtomicU64; 3],
 }
 
 impl Default for Feed {
@@ -40,6 +45,8 @@ impl Default for Feed {
             tx: broadcast::channel(FEED_CAPACITY).0,
             events_appended: AtomicU64::new(0),
             codex_starts: AtomicU64::new(0),
+            tokens: Default::default(),
+            stops: Default::default(),
         }
     }
 }
@@ -66,6 +73,47 @@ impl Feed {
     }
 
     /// Events appended to any session's log since the relay opened.
+    pub(crate) fn count_tokens(&self, u: &crate::event::Usage) {
+        let parts = [
+            u.input_tokens,
+            u.cached_input_tokens,
+            u.output_tokens,
+            u.reasoning_output_tokens,
+            u.total_tokens,
+        ];
+        for (slot, n) in self.tokens.iter().zip(parts) {
+            slot.fetch_add(n.max(0) as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Tokens spent by kind (`input`, `cached_input`, `output`, `reasoning_output`, `total`),
+    /// summed over every model request of this instance's sessions.
+    pub fn tokens(&self) -> [(&'static str, u64); 5] {
+        let names = [
+            "input",
+            "cached_input",
+            "output",
+            "reasoning_output",
+            "total",
+        ];
+        std::array::from_fn(|i| (names[i], self.tokens[i].load(Ordering::Relaxed)))
+    }
+
+    pub(crate) fn count_stop(&self, reason: &crate::limits::StopReason) {
+        let i = match reason {
+            crate::limits::StopReason::Deadline { .. } => 0,
+            crate::limits::StopReason::Idle { .. } => 1,
+            crate::limits::StopReason::Budget { .. } => 2,
+        };
+        self.stops[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Turns the relay stopped, by reason (`deadline`, `idle`, `budget`).
+    pub fn stops(&self) -> [(&'static str, u64); 3] {
+        let names = ["deadline", "idle", "budget"];
+        std::array::from_fn(|i| (names[i], self.stops[i].load(Ordering::Relaxed)))
+    }
+
     pub fn events_appended(&self) -> u64 {
         self.events_appended.load(Ordering::Relaxed)
     }

@@ -46,7 +46,12 @@ pub fn map(n: &ServerNotification) -> Mapped {
             Mapped::one(
                 Role::System,
                 Some(t.turn.id.clone()),
-                Ev::TurnEnd { status, error },
+                Ev::TurnEnd {
+                    status,
+                    error,
+                    stopped: None,
+                    usage: None,
+                },
             )
         }
         N::ItemStarted(i) => match item_started(&i.item) {
@@ -455,7 +460,9 @@ mod tests {
             end.events[0].2,
             Ev::TurnEnd {
                 status: TurnEndStatus::Cancelled,
-                error: None
+                error: None,
+                stopped: None,
+                usage: None,
             }
         );
     }

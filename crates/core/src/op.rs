@@ -63,6 +63,13 @@ pub(crate) struct Respond {
     pub by: Decider,
 }
 
+/// Sets a session's budget, turn limits or price table (e.g. raises a budget it reached).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SetLimits {
+    pub session: String,
+    pub change: Box<crate::limits::LimitsChange>,
+}
+
 /// Starts a new session (on the instance it is sent to).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Create {
@@ -86,6 +93,7 @@ pub(crate) enum Op {
     Close(Close),
     Respond(Respond),
     Create(Create),
+    SetLimits(SetLimits),
 }
 
 /// A reply as the cluster carries it.
@@ -121,6 +129,7 @@ impl Op {
             Op::Close(o) => o.session(),
             Op::Respond(o) => o.session(),
             Op::Create(o) => o.session(),
+            Op::SetLimits(o) => o.session(),
         }
     }
 
@@ -132,6 +141,7 @@ impl Op {
             Op::Close(_) => Close::AGAIN_IS_HARMLESS,
             Op::Respond(_) => Respond::AGAIN_IS_HARMLESS,
             Op::Create(_) => Create::AGAIN_IS_HARMLESS,
+            Op::SetLimits(_) => SetLimits::AGAIN_IS_HARMLESS,
         }
     }
 
@@ -143,6 +153,7 @@ impl Op {
             Op::Close(o) => carried(o.run_here(relay).await),
             Op::Respond(o) => carried(o.run_here(relay).await),
             Op::Create(o) => carried(o.run_here(relay).await),
+            Op::SetLimits(o) => carried(o.run_here(relay).await),
         }
     }
 }
@@ -170,7 +181,7 @@ macro_rules! into_op {
         }
     )*};
 }
-into_op!(Say, Interrupt, Close, Respond, Create);
+into_op!(Say, Interrupt, Close, Respond, Create, SetLimits);
 
 impl Operation for Say {
     type Reply = SayOutcome;
@@ -252,5 +263,16 @@ impl Operation for Create {
                 first,
             })
         })
+    }
+}
+
+impl Operation for SetLimits {
+    type Reply = crate::limits::LimitsView;
+    const AGAIN_IS_HARMLESS: bool = true;
+    fn session(&self) -> Option<&str> {
+        Some(&self.session)
+    }
+    fn run_here(self, relay: &Relay) -> BoxFuture<'_, Result<Self::Reply, RelayError>> {
+        Box::pin(async move { relay.here(&self.session).await?.run(self).await })
     }
 }

@@ -338,6 +338,8 @@ impl Relay {
             sandbox,
             config: params.config.clone(),
             cwd: opts.cwd.clone().or(started.cwd.clone()),
+            budget: self.inner.config.budget.merged(opts.budget),
+            prices: opts.prices.or(self.inner.config.prices),
             ..opts.clone()
         };
         let meta = crate::views::SessionMeta {
@@ -370,11 +372,15 @@ impl Relay {
                         images: opts.images.clone(),
                         output_schema: opts.output_schema.clone(),
                         plan_mode: opts.plan_mode,
+                        limits: Default::default(),
                     })
                     .await?,
             ),
             None => None,
         };
+        if let Some(first) = &first {
+            self.guard_turn(&handle.shared, first, Default::default());
+        }
         Ok((handle, first))
     }
 
@@ -493,10 +499,12 @@ impl Relay {
         // A restored (dormant) session's actor claims its slot when it is used again.
         let before = handle.shared.last_seq();
         let epoch = self.placement_epoch();
+        let limits = input.limits;
         let said = handle
             .say(input)
             .await
             .map_err(|e| self.failed_while(epoch, e))?;
+        self.guard_turn(&handle.shared, &said, limits);
         // Told to the caller only once the message is stored.
         self.acknowledge_turn(&handle.shared, before, &said, epoch)
             .await?;

@@ -46,6 +46,13 @@ pub struct RelayConfig {
     pub rules_file: Option<Vec<crate::rules::RuleSpec>>,
     /// With a Postgres store: this relay as one instance of a cluster (docs/CLUSTER.md).
     pub cluster: ClusterConfig,
+    /// Every turn's deadline, idle watchdog and interrupt grace unless its session or its
+    /// message sets them (docs/AGENTS.md).
+    pub turn_limits: crate::limits::TurnLimits,
+    /// The budget of a session that sets none.
+    pub budget: crate::limits::Budget,
+    /// The price table of a session that sets none (the estimated cost).
+    pub prices: Option<crate::limits::Prices>,
 }
 
 impl RelayConfig {
@@ -70,6 +77,9 @@ impl RelayConfig {
             policy: Default::default(),
             rules_file: None,
             cluster: Default::default(),
+            turn_limits: Default::default(),
+            budget: Default::default(),
+            prices: None,
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct SessionMeta {
     pub last_error: Option<String>,
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// What it spent over its life (token usage summed over every request, turns, time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<crate::limits::Spent>,
     /// Its sub-agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentInfo>,

@@ -83,6 +83,7 @@ impl From<RelayError> for ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "too_many_sessions")
             }
             RelayError::Closed(_) => (StatusCode::CONFLICT, "session_closed"),
+            RelayError::BudgetReached { .. } => (StatusCode::CONFLICT, "budget_reached"),
             RelayError::Start(_) => (StatusCode::SERVICE_UNAVAILABLE, "codex_unavailable"),
             RelayError::CodexCrashLoop { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "codex_crash_loop")

@@ -115,6 +115,22 @@ fn gauge_family(
     registry.register(name, help, family);
 }
 
+fn counter_family(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &[(&'static str, u64)],
+) {
+    let family = Family::<Labels, Counter<u64>>::default();
+    for (k, v) in values {
+        family
+            .get_or_create(&vec![(label.to_owned(), (*k).to_owned())])
+            .inc_by(*v);
+    }
+    registry.register(name, help, family);
+}
+
 fn gauge(registry: &mut Registry, name: &str, help: &str, v: i64) {
     let g = Gauge::<i64>::default();
     g.set(v);
@@ -160,6 +176,20 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         "events_appended",
         "Events appended to session logs",
         feed.events_appended(),
+    );
+    counter_family(
+        &mut registry,
+        "tokens",
+        "Tokens the sessions this instance runs spent, summed over every model request, by kind",
+        "kind",
+        &feed.tokens(),
+    );
+    counter_family(
+        &mut registry,
+        "turns_stopped",
+        "Turns the relay stopped, by reason (deadline, idle watchdog, budget)",
+        "reason",
+        &feed.stops(),
     );
     gauge(
         &mut registry,

@@ -92,6 +92,10 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         .route("/api/sessions/{id}/messages", post(sessions::message))
         .route("/api/sessions/{id}/interrupt", post(sessions::interrupt))
         .route("/api/sessions/{id}/events", get(sessions::events))
+        .route(
+            "/api/sessions/{id}/limits",
+            get(sessions::limits).post(sessions::set_limits),
+        )
         .route("/api/sessions/{id}/stream", get(sse::stream))
         .route("/api/sessions/{id}/export", get(export::export))
         .route("/api/stream", get(relay_stream::stream))

@@ -1,4 +1,5 @@
-//! The session endpoints: create, list, snapshot, message, interrupt, close, event history.
+//! The session endpoints: create, list, snapshot, message, interrupt, close, event history,
+//! limits (budget, deadline, idle watchdog, prices).
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -39,6 +40,18 @@ pub async fn create(
     }
     .options()
     .map_err(|e| ApiError::unprocessable("invalid_options", e.to_string()))?;
+    let mut opts = opts;
+    opts.limits = body.limits.unwrap_or_default();
+    opts.budget = body.budget.unwrap_or_default();
+    opts.prices = body.prices;
+    let change = codex_relay_core::limits::LimitsChange {
+        budget: Some(opts.budget),
+        prices: opts.prices,
+        limits: None,
+    };
+    change
+        .check()
+        .map_err(|e| ApiError::unprocessable("invalid_options", e))?;
     let (handle, first) = st.relay.create(opts).await?;
     Ok((
         StatusCode::CREATED,
@@ -156,6 +169,7 @@ pub async fn message(
             SayInput {
                 text: m.text,
                 images,
+                limits: m.limits.unwrap_or_default(),
                 ..Default::default()
             },
         )
@@ -205,4 +219,30 @@ pub async fn events(
     let limit = q.limit.unwrap_or(500).clamp(1, MAX_PAGE);
     let events = st.relay.events(&id, q.after.unwrap_or(0), limit).await?;
     Ok(Json(EventPage { events, last_seq }))
+}
+
+#[utoipa::path(get, path = "/api/sessions/{id}/limits", tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    responses((status = 200, body = codex_relay_core::limits::LimitsView),
+        (status = 404, body = ErrorBody)))]
+pub async fn limits(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<codex_relay_core::limits::LimitsView>, ApiError> {
+    Ok(Json(st.relay.limits(&id).await?))
+}
+
+/// Changes a session's budget (each limit named replaces the old one; raising one it reached
+/// lets it start turns again), its turns' limits or its price table.
+#[utoipa::path(post, path = "/api/sessions/{id}/limits", tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    request_body = codex_relay_core::limits::LimitsChange,
+    responses((status = 200, body = codex_relay_core::limits::LimitsView),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn set_limits(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Body(change): Body<codex_relay_core::limits::LimitsChange>,
+) -> Result<Json<codex_relay_core::limits::LimitsView>, ApiError> {
+    Ok(Json(st.relay.set_limits(&id, change).await?))
 }

@@ -44,6 +44,13 @@ pub struct CreateSession {
     pub plan_mode: Option<bool>,
     /// Labels approval rules can match on (a rule's `labels` must all be here).
     pub labels: Option<Vec<String>>,
+    /// Every turn's `{deadlineMs?, idleMs?, graceMs?}` (a message may set its own; unset:
+    /// the relay's `--turn-deadline` / `--idle-timeout`).
+    pub limits: Option<codex_relay_core::limits::TurnLimits>,
+    /// The session's budget (docs/AGENTS.md); raised with `POST /api/sessions/{id}/limits`.
+    pub budget: Option<codex_relay_core::limits::Budget>,
+    /// The price table of its estimated cost (US dollars per million tokens).
+    pub prices: Option<codex_relay_core::limits::Prices>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -120,8 +127,21 @@ pub struct SessionView {
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     pub last_error: Option<String>,
+    /// Codex's running total for the thread.
     #[schema(value_type = Option<Object>)]
     pub usage: Option<Value>,
+    /// The running (or last) turn's usage, summed over every model request it made.
+    pub turn_usage: codex_relay_core::event::Usage,
+    /// What the session spent over its life (usage summed over every request, turns, wall
+    /// time, estimated cost).
+    pub spent: codex_relay_core::limits::Spent,
+    pub budget: codex_relay_core::limits::Budget,
+    /// The budget it reached: it starts no new turn until that is raised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_reached: Option<codex_relay_core::limits::StopReason>,
+    /// Why the relay stopped its last turn (a deadline, the idle watchdog, a budget).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<codex_relay_core::limits::StopReason>,
     /// Open requests: `{id, sessionId, kind, question, options, details, turn, createdAt,
     /// deadline}`.
     #[schema(value_type = Vec<Object>)]
@@ -150,6 +170,11 @@ impl From<SessionSnapshot> for SessionView {
             result: s.result,
             last_error: s.last_error,
             usage: s.usage.and_then(|u| serde_json::to_value(u).ok()),
+            turn_usage: s.turn_usage,
+            spent: s.spent,
+            budget: s.budget,
+            budget_reached: s.budget_reached,
+            stopped: s.stopped,
             pending: s.pending,
             agents: s.agents.iter().map(Into::into).collect(),
             created_at: s.created_at,
@@ -167,6 +192,9 @@ pub struct Message {
     /// Local paths or http(s)/data URLs.
     #[serde(default)]
     pub images: Vec<String>,
+    /// This turn's `{deadlineMs?, idleMs?, graceMs?}` (ignored when steering).
+    #[serde(default)]
+    pub limits: Option<codex_relay_core::limits::TurnLimits>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

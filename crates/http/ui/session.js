@@ -11,7 +11,7 @@ const BUSY = {
   awaiting_input: 'Codex waits for your answer',
 };
 import { openStream } from './stream.js';
-import { Timeline } from './timeline.js';
+import { Timeline, stopLabel } from './timeline.js';
 import { setBase } from './diff.js';
 
 export function sessionView(root, id, { onRelayEvent }) {
@@ -23,7 +23,11 @@ export function sessionView(root, id, { onRelayEvent }) {
   const statusSlot = h('span', { class: 'status-slot', role: 'status', 'aria-live': 'polite' });
   const cwd = h('code', { class: 'cwd' });
   const model = h('span', { class: 'model' });
-  const usage = h('span', { class: 'usage' });
+  const usage = h('span', { class: 'usage', title: 'Tokens this session spent, summed over every model request' });
+  // A budget the session reached: it starts no turn until raised (here, or over the API).
+  const budgetNote = h('p', { class: 'budget-note', role: 'alert', hidden: true });
+  const raise = h('button', { class: 'button small', type: 'button', onclick: raiseBudget }, 'Raise budget');
+  let reached = null;
   const pendingNote = h('a', { class: 'badge pending', href: '#', hidden: true, onclick: (e) => { e.preventDefault(); root.querySelector('.card.request:not(.resolved)')?.scrollIntoView({ behavior: 'smooth', block: 'center' }); } });
   const interrupt = h('button', { class: 'button danger-outline small', type: 'button', disabled: true, onclick: stop }, 'Interrupt');
   const close = h('button', { class: 'button small', type: 'button', onclick: closeSession }, 'Close');
@@ -50,7 +54,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         statusSlot, pendingNote),
       h('div', { class: 'line2' }, cwd, model, usage, streamState),
       h('div', { class: 'line3' }, interrupt, close)),
-    notice, events, composer);
+    notice, budgetNote, events, composer);
 
   const timeline = new Timeline(events, {
     onStatus: setStatus,
@@ -82,10 +86,31 @@ export function sessionView(root, id, { onRelayEvent }) {
       setBase(s.cwd);
       cwd.title = s.cwd ?? '';
       model.textContent = s.model ?? '';
-      usage.textContent = tokens(s.usage) || '';
+      usage.textContent = tokens(s.spent?.usage ?? s.usage) || '';
+      showBudget(s.budgetReached);
       if (status === null) setStatus(s.status);
     } catch (e) {
       notice.textContent = e.status === 404 ? `No session ${id}: ${e.message}` : e.message;
+    }
+  }
+
+  function showBudget(r) {
+    reached = r ?? null;
+    budgetNote.hidden = !reached;
+    if (reached) budgetNote.replaceChildren(`Budget reached (${stopLabel(reached)}): the session starts no new turn until it is raised. `, raise);
+  }
+
+  async function raiseBudget() {
+    if (!reached) return;
+    const next = window.prompt(`New ${reached.budget} budget (now ${reached.limit})`, String(reached.limit * 2));
+    if (next === null) return;
+    const value = Number(next);
+    if (!Number.isFinite(value) || value < 0) { notice.textContent = `${next} is not a number`; return; }
+    try {
+      const view = await post(`${path}/limits`, { budget: { [reached.budget]: value } });
+      showBudget(view.budgetReached);
+    } catch (e) {
+      notice.textContent = e.message;
     }
   }
 
@@ -110,6 +135,8 @@ export function sessionView(root, id, { onRelayEvent }) {
           document.title = `${text} · codex-relay`;
         }
         timeline.apply(env);
+        // A turn of the session ended: what it spent, and any budget it reached.
+        if (env.ev && env.ev.t === 'turn-end' && !env.agent) load();
       },
       delta(d) {
         timeline.delta(d);

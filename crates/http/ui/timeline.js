@@ -2,7 +2,7 @@
 // live deltas. Messages, reasoning (collapsed), commands with their output, file diffs, the plan,
 // request cards and turn boundaries; anything unknown is kept, collapsed, as raw JSON.
 
-import { h, shellCommand, whoAnswered } from './dom.js';
+import { h, shellCommand, whoAnswered, tokens } from './dom.js';
 import { diffBlock } from './diff.js';
 import { requestCard } from './cards.js';
 import { richText } from './text.js';
@@ -65,7 +65,10 @@ export class Timeline {
           this.drafts.clear();
         }
         const label = { completed: 'Turn completed', failed: 'Turn failed', cancelled: 'Turn interrupted' }[ev.status] ?? `Turn ${ev.status}`;
-        this.add(node(`turn-sep end status-${ev.status}`, h('span', {}, label), ev.error ? h('span', { class: 'err' }, ` — ${ev.error}`) : null));
+        // Stopped by the relay: a deadline, the idle watchdog or a budget, named.
+        const stopped = ev.stopped ? h('span', { class: 'badge stopped', 'data-reason': ev.stopped.reason }, stopLabel(ev.stopped)) : null;
+        const used = ev.usage && !agent ? h('span', { class: 'turn-usage' }, ` · ${tokens(ev.usage)}`) : null;
+        this.add(node(`turn-sep end status-${ev.status}`, h('span', {}, label), stopped, used, ev.error ? h('span', { class: 'err' }, ` — ${ev.error}`) : null));
         break;
       }
       case 'text':
@@ -232,4 +235,12 @@ export class Timeline {
     draft.body.textContent += d.delta;
     if (this.atBottom()) this.scroll();
   }
+}
+
+/** What stopped a turn, in a few words. */
+export function stopLabel(r) {
+  if (r.reason === 'deadline') return `deadline ${Math.round(r.limitMs / 1000)} s`;
+  if (r.reason === 'idle') return `no output for ${Math.round(r.idleMs / 1000)} s`;
+  if (r.reason === 'budget') return `budget ${r.budget}: ${r.used} of ${r.limit}`;
+  return r.reason;
 }

@@ -173,7 +173,7 @@ impl Translator {
                     })),
                 }
             }
-            Ev::TurnEnd { status, error } => {
+            Ev::TurnEnd { status, error, .. } => {
                 match status {
                     TurnEndStatus::Completed => out.msgs.push(json!({
                         "type": "task_complete", "last_agent_message": self.last_agent_message,

@@ -1,5 +1,5 @@
-//! The MCP front of codex-relay: Codex as six tools (`codex_start`, `codex_say`,
-//! `codex_status`, `codex_respond`, `codex_interrupt`, `codex_list`) for any MCP client, over
+//! The MCP front of codex-relay: Codex as seven tools (`codex_start`, `codex_say`,
+//! `codex_status`, `codex_respond`, `codex_interrupt`, `codex_list`, `codex_limits`) for any MCP client, over
 //! stdio or streamable HTTP, with approvals by elicitation or by polling.
 //!
 //! - [`server`]: the rmcp handler (tool list, dispatch, long-poll with progress).

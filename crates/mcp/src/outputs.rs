@@ -142,7 +142,22 @@ pub struct StatusOutput {
     /// `http`, `rule:<name>`, `timeout`, ...) and `who` (`human`, `rule`, `timeout`,
     /// `restart`, `relay`).
     pub item_events: Vec<Value>,
+    /// Codex's running total for the thread.
     pub usage: Option<UsageView>,
+    /// The running (or last) turn's usage, summed over every model request it made.
+    pub turn_usage: UsageView,
+    /// What the session spent over its life: `usage` summed over every model request,
+    /// `turns`, `wallMs`, `costUsd` (with a price table).
+    pub spent: codex_relay_core::limits::Spent,
+    /// The session's budget (empty: none).
+    pub budget: codex_relay_core::limits::Budget,
+    /// The budget the session reached: it starts no new turn until codex_limits raises it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_reached: Option<codex_relay_core::limits::StopReason>,
+    /// Why the relay stopped the last turn: `{reason: "deadline", limitMs}`,
+    /// `{reason: "idle", idleMs}` or `{reason: "budget", budget, limit, used}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<codex_relay_core::limits::StopReason>,
     pub turn_count: u64,
     pub cwd: Option<String>,
     pub model: Option<String>,
@@ -168,6 +183,19 @@ pub struct RespondOutput {
     pub reason: Option<String>,
     pub status: String,
     pub pending_question: Option<PendingQuestion>,
+}
+
+/// `codex_limits`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitsOutput {
+    pub session_id: String,
+    pub budget: codex_relay_core::limits::Budget,
+    pub limits: codex_relay_core::limits::TurnLimits,
+    pub prices: Option<codex_relay_core::limits::Prices>,
+    pub spent: codex_relay_core::limits::Spent,
+    /// The budget the session reached, if any (it starts no new turn until raised).
+    pub budget_reached: Option<codex_relay_core::limits::StopReason>,
 }
 
 /// `codex_interrupt`.

@@ -64,6 +64,18 @@ pub struct StartParams {
     /// JSON Schema the first turn's final message must follow; codex_status then returns the
     /// parsed JSON as `result`.
     pub output_schema: Option<Value>,
+    /// Every turn of this session is interrupted this many seconds after it started
+    /// (codex_say may set its own). Default: the relay's (`--turn-deadline`), if any.
+    pub deadline_seconds: Option<f64>,
+    /// Idle watchdog: a turn with no output (items, text, command output) for this many
+    /// seconds is interrupted; waiting for an approval does not count. Default: the relay's
+    /// (`--idle-timeout`), if any.
+    pub idle_seconds: Option<f64>,
+    /// The session's budget: {inputTokens?, cachedInputTokens?, outputTokens?,
+    /// reasoningOutputTokens?, totalTokens?, turns?, wallSeconds?, costUsd?}, summed over the
+    /// session's life. Reaching one interrupts the turn and the session starts no new turn
+    /// until codex_limits raises it.
+    pub budget: Option<codex_relay_core::limits::Budget>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -75,6 +87,38 @@ pub struct SayParams {
     pub message: String,
     /// Images to attach: local paths or http(s)/data URLs.
     pub images: Option<Vec<String>>,
+    /// This turn is interrupted this many seconds after it started (ignored when steering).
+    pub deadline_seconds: Option<f64>,
+    /// This turn's idle watchdog, in seconds (ignored when steering).
+    pub idle_seconds: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsParams {
+    /// The session id.
+    pub session_id: String,
+    /// Budget limits to set (each one named replaces the old one; the others stay), e.g.
+    /// {"totalTokens": 200000} raises a token budget the session reached.
+    pub budget: Option<codex_relay_core::limits::Budget>,
+    /// The deadline of the session's later turns, in seconds.
+    pub deadline_seconds: Option<f64>,
+    /// The idle watchdog of the session's later turns, in seconds.
+    pub idle_seconds: Option<f64>,
+    /// The price table of the estimated cost: US dollars per million tokens,
+    /// {input, cachedInput, output}.
+    pub prices: Option<codex_relay_core::limits::Prices>,
+}
+
+/// Seconds as given to a tool, as milliseconds; refused unless positive and finite.
+pub fn millis(name: &str, seconds: Option<f64>) -> Result<Option<u64>, String> {
+    match seconds {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some((s * 1000.0).ceil() as u64)),
+        Some(s) => Err(format!(
+            "{name} must be a positive number of seconds, not {s}"
+        )),
+    }
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

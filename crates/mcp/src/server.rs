@@ -1,4 +1,4 @@
-//! The MCP server handler: lists the six tools, parses their arguments (bad ones become
+//! The MCP server handler: lists the seven tools, parses their arguments (bad ones become
 //! `isError` results that say what the tool takes), runs them on the engine, long-polls
 //! `codex_status` with progress notifications, and starts elicitation for the sessions a
 //! connection uses.
@@ -130,6 +130,7 @@ impl RelayMcp {
             tools::RESPOND => tools::respond(&self.relay, parse(name, args)?).await?,
             tools::INTERRUPT => tools::interrupt(&self.relay, parse(name, args)?).await?,
             tools::LIST => tools::list(&self.relay, parse(name, args)?).await?,
+            tools::LIMITS => tools::limits(&self.relay, parse(name, args)?).await?,
             _ => unreachable!("unknown tools are refused before run"),
         };
         if matches!(name, tools::START | tools::SAY) {

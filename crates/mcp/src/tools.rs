@@ -1,4 +1,4 @@
-//! The six tools: their definitions (names, descriptions, input schemas) and what each one does
+//! The seven tools: their definitions (names, descriptions, input schemas) and what each one does
 //! with the engine. Every failure is a [`ToolError`] whose message says what to do next.
 
 use std::path::PathBuf;
@@ -15,12 +15,12 @@ use schemars::JsonSchema;
 use serde_json::{Value, json};
 
 use crate::outputs::{
-    self, InterruptOutput, ListOutput, ListedOutput, RespondOutput, SayOutput, StartOutput,
-    StatusOutput,
+    self, InterruptOutput, LimitsOutput, ListOutput, ListedOutput, RespondOutput, SayOutput,
+    StartOutput, StatusOutput,
 };
 use crate::params::{
-    ApprovalPolicyParam, InterruptParams, ListParams, RespondParams, SandboxParam, SayParams,
-    StartParams, StatusParams,
+    ApprovalPolicyParam, InterruptParams, LimitsParams, ListParams, RespondParams, SandboxParam,
+    SayParams, StartParams, StatusParams, millis,
 };
 use crate::view;
 
@@ -45,14 +45,16 @@ pub const STATUS: &str = "codex_status";
 pub const RESPOND: &str = "codex_respond";
 pub const INTERRUPT: &str = "codex_interrupt";
 pub const LIST: &str = "codex_list";
+pub const LIMITS: &str = "codex_limits";
 
 /// What each tool takes, for error messages.
 pub fn signature(tool: &str) -> &'static str {
     match tool {
         START => {
-            "{prompt, workingDirectory?, model?, approvalPolicy?, sandbox?, fullAuto?, profile?, config?, baseInstructions?, images?, skipGitRepoCheck?, dangerouslyBypassApprovalsAndSandbox?, outputSchema?}"
+            "{prompt, workingDirectory?, model?, approvalPolicy?, sandbox?, fullAuto?, profile?, config?, baseInstructions?, images?, skipGitRepoCheck?, dangerouslyBypassApprovalsAndSandbox?, outputSchema?, deadlineSeconds?, idleSeconds?, budget?}"
         }
-        SAY => "{sessionId, message, images?}",
+        SAY => "{sessionId, message, images?, deadlineSeconds?, idleSeconds?}",
+        LIMITS => "{sessionId, budget?, deadlineSeconds?, idleSeconds?, prices?}",
         STATUS => "{sessionId, outputLines?, cursor?, waitMs?, until?: \"change\"|\"attention\"}",
         RESPOND => "{sessionId, id, answers: [string]}",
         INTERRUPT => "{sessionId}",
@@ -159,6 +161,15 @@ pub fn definitions() -> Vec<Tool> {
              codex_say.",
         )
         .with_annotations(ToolAnnotations::new().read_only(true)),
+        tool::<LimitsParams, LimitsOutput>(
+            LIMITS,
+            "Budget and limits of a Codex session",
+            "Read or change a session's budget (tokens, turns, wall time, estimated cost), its \
+             turns' deadline and idle watchdog, and its price table; answers what the session \
+             spent (token usage summed over every model request). A session that reached a \
+             budget starts no new turn until this raises it.",
+        )
+        .with_annotations(ToolAnnotations::new().destructive(false).idempotent(true)),
     ]
 }
 
@@ -208,6 +219,18 @@ pub fn start_request(p: StartParams) -> StartRequest {
     }
 }
 
+/// The turn limits a tool call gives.
+fn turn_limits(
+    deadline: Option<f64>,
+    idle: Option<f64>,
+) -> Result<codex_relay_core::limits::TurnLimits, ToolError> {
+    Ok(codex_relay_core::limits::TurnLimits {
+        deadline_ms: millis("deadlineSeconds", deadline).map_err(ToolError)?,
+        idle_ms: millis("idleSeconds", idle).map_err(ToolError)?,
+        grace_ms: None,
+    })
+}
+
 /// The status word the tools use (the reference contract's `done` for a finished turn).
 pub fn status_word(s: &SessionSnapshot) -> &'static str {
     match s.status {
@@ -216,8 +239,13 @@ pub fn status_word(s: &SessionSnapshot) -> &'static str {
     }
 }
 
-pub async fn start(relay: &Relay, p: StartParams) -> Result<Value, ToolError> {
-    let opts = start_request(p).options()?;
+pub async fn start(relay: &Relay, mut p: StartParams) -> Result<Value, ToolError> {
+    let limits = turn_limits(p.deadline_seconds.take(), p.idle_seconds.take())?;
+    let budget = p.budget.take().unwrap_or_default();
+    budget.check().map_err(ToolError)?;
+    let mut opts = start_request(p).options()?;
+    opts.limits = limits;
+    opts.budget = budget;
     let (handle, first) = relay.create(opts).await?;
     let snap = handle.snapshot();
     Ok(outputs::value(StartOutput {
@@ -247,6 +275,7 @@ pub async fn say(relay: &Relay, p: SayParams) -> Result<Value, ToolError> {
             SayInput {
                 text: p.message,
                 images,
+                limits: turn_limits(p.deadline_seconds, p.idle_seconds)?,
                 ..Default::default()
             },
         )
@@ -307,6 +336,11 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         pending_question: view::pending_question(&snap.pending),
         item_events: view::item_events(&recent, 200),
         usage: snap.usage.as_ref().map(Into::into),
+        turn_usage: (&snap.turn_usage).into(),
+        spent: snap.spent.clone(),
+        budget: snap.budget,
+        budget_reached: snap.budget_reached.clone(),
+        stopped: snap.stopped.clone(),
         turn_count: snap.turn_count,
         events: events.iter().map(|e| json!(e)).collect(),
         next_cursor,
@@ -384,6 +418,28 @@ pub async fn interrupt(relay: &Relay, p: InterruptParams) -> Result<Value, ToolE
             "no turn was running"
         }
         .into(),
+    }))
+}
+
+pub async fn limits(relay: &Relay, p: LimitsParams) -> Result<Value, ToolError> {
+    let limits = turn_limits(p.deadline_seconds, p.idle_seconds)?;
+    let change = codex_relay_core::limits::LimitsChange {
+        budget: p.budget,
+        limits: (!limits.is_empty()).then_some(limits),
+        prices: p.prices,
+    };
+    let view = if change == Default::default() {
+        relay.limits(&p.session_id).await?
+    } else {
+        relay.set_limits(&p.session_id, change).await?
+    };
+    Ok(outputs::value(LimitsOutput {
+        session_id: view.session_id,
+        budget: view.budget,
+        limits: view.limits,
+        prices: view.prices,
+        spent: view.spent,
+        budget_reached: view.budget_reached,
     }))
 }
 

@@ -131,7 +131,7 @@ impl Inner {
                     Err(e) => tracing::warn!("could not skip notifications: {e}"),
                 }
             }
-            Ev::TurnEnd { status, error } if env.agent.is_none() => {
+            Ev::TurnEnd { status, error, .. } if env.agent.is_none() => {
                 let failed = match status {
                     TurnEndStatus::Completed => false,
                     TurnEndStatus::Failed => true,

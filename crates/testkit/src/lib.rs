@@ -42,7 +42,7 @@ pub use home::{CodexHome, HomeOptions};
 /// send; `serve` requires one by default.
 pub const RELAY_TEST_TOKEN: &str = "codex-relay-test-token-0123456789";
 pub use install::{NEWEST, OLDEST, PINNED_VERSIONS, codex_bin};
-pub use model::{Item, ModelServer, RecordedRequest, Reply};
+pub use model::{Item, ModelServer, RecordedRequest, Reply, Usage as ScriptedUsage};
 
 /// Generates one `#[tokio::test]` per pinned Codex version for an
 /// `async fn scenario(version: &'static str)`, in a module named like the scenario.

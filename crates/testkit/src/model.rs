@@ -124,14 +124,20 @@ impl Item {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
     pub input_tokens: i64,
+    /// Of the input tokens, how many were cached (`input_tokens_details.cached_tokens`).
+    pub cached_tokens: i64,
     pub output_tokens: i64,
+    /// Of the output tokens, how many were reasoning (`output_tokens_details.reasoning_tokens`).
+    pub reasoning_tokens: i64,
 }
 
 impl Default for Usage {
     fn default() -> Self {
         Usage {
             input_tokens: 120,
+            cached_tokens: 0,
             output_tokens: 30,
+            reasoning_tokens: 0,
         }
     }
 }
@@ -178,12 +184,19 @@ impl Reply {
         self
     }
 
-    pub fn with_usage(mut self, input_tokens: i64, output_tokens: i64) -> Self {
+    pub fn with_usage(self, input_tokens: i64, output_tokens: i64) -> Self {
+        self.with_full_usage(Usage {
+            input_tokens,
+            cached_tokens: 0,
+            output_tokens,
+            reasoning_tokens: 0,
+        })
+    }
+
+    /// Reports this usage (every field) in `response.completed`.
+    pub fn with_full_usage(mut self, u: Usage) -> Self {
         if let Reply::Items { usage, .. } = &mut self {
-            *usage = Usage {
-                input_tokens,
-                output_tokens,
-            };
+            *usage = u;
         }
         self
     }
@@ -575,8 +588,8 @@ fn sse_response(n: usize, reply: Reply) -> Response {
             (Some(u), _) => sse(
                 "response.completed",
                 json!({"response": {"id": id, "usage": {
-                    "input_tokens": u.input_tokens, "input_tokens_details": {"cached_tokens": 0},
-                    "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                    "input_tokens": u.input_tokens, "input_tokens_details": {"cached_tokens": u.cached_tokens},
+                    "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
                     "total_tokens": u.input_tokens + u.output_tokens
                 }}}),
             ),

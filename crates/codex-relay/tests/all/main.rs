@@ -11,6 +11,7 @@ mod http_support;
 mod legacy_support;
 mod library_support;
 
+mod agent_controls;
 mod brake;
 mod browser;
 mod cluster;
@@ -30,6 +31,7 @@ mod fronts_auth;
 mod http_abuse;
 mod http_answer_links;
 mod http_api;
+mod http_limits;
 mod http_race;
 mod http_retention;
 mod http_rules;

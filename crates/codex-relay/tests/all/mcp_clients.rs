@@ -104,6 +104,7 @@ async fn scenario(version: &str, sdk: Sdk, transport: Transport) {
         tools,
         [
             "codex_interrupt",
+            "codex_limits",
             "codex_list",
             "codex_respond",
             "codex_say",

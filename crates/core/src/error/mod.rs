@@ -76,6 +76,12 @@ pub enum RelayError {
     /// or Postgres does not take its writes), or could not confirm that it stored it.
     #[error("{why}")]
     Unavailable { instance: String, why: String },
+    /// The session reached a budget: it starts no turn until the budget is raised.
+    #[error("session {session} starts no new turn: {}", reason.message())]
+    BudgetReached {
+        session: String,
+        reason: crate::limits::StopReason,
+    },
     /// An error the owning instance returned, of a kind that has no fields worth keeping here
     /// (its [`RelayError::code`] and text are kept).
     #[error("{message}")]
@@ -97,6 +103,9 @@ pub struct WireError {
     pub by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<usize>,
+    /// The budget a session reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::limits::StopReason>,
 }
 
 impl From<crate::crash_loop::GaveUp> for RelayError {
@@ -132,6 +141,7 @@ impl RelayError {
             RelayError::Owner { .. } => "owner_unreachable",
             RelayError::Unavailable { .. } => "instance_unavailable",
             RelayError::Remote { code, .. } => code,
+            RelayError::BudgetReached { .. } => "budget_reached",
             RelayError::Rule(r) => match r {
                 RuleError::Invalid { .. } => "invalid_rule",
                 RuleError::Unknown(_) => "unknown_rule",
@@ -160,6 +170,7 @@ impl RelayError {
             decision: None,
             by: None,
             max: None,
+            budget: None,
         };
         match self {
             RelayError::UnknownSession(s) | RelayError::Closed(s) => w.session = Some(s.clone()),
@@ -178,6 +189,10 @@ impl RelayError {
             }
             RelayError::InvalidOption(m) | RelayError::Forbidden(m) => w.message = m.clone(),
             RelayError::TooManySessions { max } => w.max = Some(*max),
+            RelayError::BudgetReached { session, reason } => {
+                w.session = Some(session.clone());
+                w.budget = Some(reason.clone());
+            }
             _ => {}
         }
         w
@@ -207,6 +222,12 @@ impl RelayError {
             "forbidden_option" => RelayError::Forbidden(w.message),
             "too_many_sessions" => RelayError::TooManySessions {
                 max: w.max.unwrap_or_default(),
+            },
+            "budget_reached" if w.budget.is_some() => RelayError::BudgetReached {
+                session: text(w.session),
+                reason: w
+                    .budget
+                    .unwrap_or(crate::limits::StopReason::Idle { idle_ms: 0 }),
             },
             _ => RelayError::Remote {
                 code: w.code,
@@ -260,6 +281,14 @@ mod tests {
             RelayError::InvalidOption("bad".into()),
             RelayError::Forbidden("outside roots".into()),
             RelayError::TooManySessions { max: 3 },
+            RelayError::BudgetReached {
+                session: "s".into(),
+                reason: crate::limits::StopReason::Budget {
+                    budget: crate::limits::BudgetKind::OutputTokens,
+                    limit: 10.0,
+                    used: 12.0,
+                },
+            },
         ];
         for e in cases {
             let back = RelayError::from_wire(e.to_wire());

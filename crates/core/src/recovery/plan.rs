@@ -122,6 +122,8 @@ pub(crate) fn close_cut_turns(log: &[Envelope], codex_turns: &[Turn], why: &str)
             Ev::TurnEnd {
                 status: TurnEndStatus::Cancelled,
                 error: Some(why.into()),
+                stopped: None,
+                usage: None,
             }
         });
         out.push(logged(Role::System, turn, end));

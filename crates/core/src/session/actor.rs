@@ -20,7 +20,7 @@ use crate::broker::Broker;
 use crate::error::RelayError;
 use crate::event::{Ev, Role};
 use crate::mapper;
-use crate::op::{Close, Interrupt, Operation, Say};
+use crate::op::{Close, Interrupt, Operation, Say, SetLimits};
 use crate::pool::Pool;
 use crate::slots::{SlotGuard, Slots};
 use crate::tool::ToolHandler;
@@ -167,6 +167,13 @@ impl Actor {
                     tracing::debug!(session = %self.shared.id, "steer failed ({e}); starting a new turn")
                 }
             }
+        }
+        // A session that reached a budget starts no turn until it is raised.
+        if let Some(reason) = self.shared.budget_reached(true) {
+            return Err(RelayError::BudgetReached {
+                session: self.shared.id.clone(),
+                reason,
+            });
         }
         let mut params = TurnStartParams {
             thread_id: self.shared.id.clone(),
@@ -464,6 +471,19 @@ impl ActorOp for Interrupt {
         tokio::spawn(async move {
             let _ = reply.send(asked.await);
         });
+        Box::pin(std::future::ready(Flow::Continue))
+    }
+}
+
+impl ActorOp for SetLimits {
+    fn on_actor(
+        self,
+        actor: &mut Actor,
+        reply: Replier<crate::limits::LimitsView>,
+    ) -> BoxFuture<'_, Flow> {
+        let c = *self.change;
+        actor.shared.set_limits(c.budget, c.limits, c.prices);
+        let _ = reply.send(Ok(actor.shared.limits_view()));
         Box::pin(std::future::ready(Flow::Continue))
     }
 }

@@ -50,6 +50,15 @@ impl SessionShared {
             result: s.result.clone(),
             last_error: s.last_error.clone(),
             usage: s.usage.clone(),
+            turn_usage: s.spend.turn.clone(),
+            spent: s.spend.spent_now(crate::ids::now_ms()),
+            budget: s.meta.options.budget,
+            budget_reached: s
+                .meta
+                .options
+                .budget
+                .reached(&s.spend.spent_now(crate::ids::now_ms()), true),
+            stopped: s.spend.stopped.clone(),
             pending,
             agents: s.agents.all(),
             created_at: s.created_at,

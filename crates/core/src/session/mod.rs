@@ -7,6 +7,7 @@ mod agents;
 mod detach;
 mod open_calls;
 mod shared;
+mod spend;
 mod status;
 
 use std::sync::Arc;
@@ -58,6 +59,9 @@ pub struct SayInput {
     /// Run this turn in Codex's plan collaboration mode, where the model may ask the user
     /// questions (`request_user_input`) that arrive as pending `question` requests.
     pub plan_mode: bool,
+    /// This turn's deadline, idle watchdog and grace (unset: the session's, then the relay's).
+    #[serde(skip_serializing_if = "crate::limits::TurnLimits::is_empty")]
+    pub limits: crate::limits::TurnLimits,
 }
 
 impl SayInput {
@@ -149,6 +153,12 @@ impl SessionHandle {
     pub async fn close(&self, force: bool) -> Result<(), RelayError> {
         let session = self.id().to_owned();
         self.run(crate::op::Close { session, force }).await
+    }
+
+    /// How the relay's own stop of `turn` (its deadline, the idle watchdog, a budget) ended:
+    /// waits at most `limit` for it; `None` when the relay did not stop that turn.
+    pub async fn stop_outcome(&self, turn: &str, limit: Duration) -> Option<crate::Stopped> {
+        self.shared.stop_outcome(turn, limit).await
     }
 
     /// The turn running now, if any.

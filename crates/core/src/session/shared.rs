@@ -50,6 +50,8 @@ pub(crate) struct State {
     pub meta: SessionMeta,
     pub raw: VecDeque<Arc<String>>,
     pub agents: Agents,
+    /// What it spent, and why its last turn was stopped.
+    pub spend: super::spend::Spend,
 }
 
 pub struct SessionShared {
@@ -74,6 +76,11 @@ pub struct SessionShared {
     committed: std::sync::atomic::AtomicU64,
     /// Stopped after its instance lost its lease: nothing more of it is shown.
     frozen: std::sync::atomic::AtomicBool,
+    /// When it last logged an event or sent a delta, in ms after `born` (the idle watchdog).
+    activity: std::sync::atomic::AtomicU64,
+    born: std::time::Instant,
+    /// How the guard's last stop ended, per turn (see `guard.rs`).
+    stops: watch::Sender<Option<(String, crate::control::Stopped)>>,
 }
 
 const RAW_IN_MEMORY: usize = 256;
@@ -98,6 +105,9 @@ impl SessionShared {
             gated: std::sync::atomic::AtomicBool::new(false),
             committed: std::sync::atomic::AtomicU64::new(stored),
             frozen: std::sync::atomic::AtomicBool::new(false),
+            activity: std::sync::atomic::AtomicU64::new(0),
+            born: std::time::Instant::now(),
+            stops: watch::channel(None).0,
         })
     }
 
@@ -132,6 +142,7 @@ impl SessionShared {
             model,
             meta,
             raw: VecDeque::new(),
+            spend: Default::default(),
         }
     }
 
@@ -150,6 +161,7 @@ impl SessionShared {
         s.updated_at = rec.updated_at;
         s.result = result;
         s.last_error = last_error;
+        s.spend = super::spend::Spend::restored(s.meta.spent.clone(), usage.clone());
         s.usage = usage;
         s.status = match SessionStatus::parse(&rec.status) {
             // A turn that was running when the relay stopped did not finish.
@@ -167,8 +179,9 @@ impl SessionShared {
 
     /// Appends one event of the session's own thread (and a status event if the status
     /// changed because of it).
-    pub fn append(&self, role: Role, turn: Option<String>, ev: Ev) -> u64 {
+    pub fn append(&self, role: Role, turn: Option<String>, mut ev: Ev) -> u64 {
         let mut s = self.lock();
+        s.spend.stamp(turn.as_deref(), &mut ev);
         self.apply(&mut s, turn.as_deref(), &ev, None);
         let seq = self.push(&mut s, role, turn, ev, None);
         self.refresh_status(&mut s);
@@ -186,7 +199,10 @@ impl SessionShared {
         // The burst goes to the store (and its spool) as one write, still under the lock so
         // seq order is queue order; the feed sees each event only once it is spooled.
         let mut burst = Vec::with_capacity(events.len());
-        for e in events {
+        for mut e in events {
+            if e.origin.is_none() {
+                s.spend.stamp(e.turn.as_deref(), &mut e.ev);
+            }
             let origin = e.origin.as_deref();
             self.apply(&mut s, e.turn.as_deref(), &e.ev, origin);
             burst.push(self.log(&mut s, e.role, e.turn, e.ev, origin));
@@ -238,6 +254,7 @@ impl SessionShared {
     ) -> (StoredEvent, Arc<Envelope>) {
         s.last_seq += 1;
         s.updated_at = now_ms();
+        self.touch();
         let env = Envelope {
             id: format!("{}:{}", self.id, s.last_seq),
             seq: s.last_seq,
@@ -269,6 +286,14 @@ impl SessionShared {
             match ev {
                 Ev::TurnStart {} => s.agents.set_turn(&o.agent.thread, turn.map(str::to_owned)),
                 Ev::TurnEnd { .. } => s.agents.set_turn(&o.agent.thread, None),
+                // A sub-agent's model requests are the session's spending too.
+                Ev::Usage { total, last } => {
+                    let prices = s.meta.options.prices;
+                    let added = s
+                        .spend
+                        .on_usage(&o.agent.thread, total, last, prices.as_ref());
+                    self.count_tokens(&added);
+                }
                 _ => {}
             }
             return;
@@ -280,12 +305,21 @@ impl SessionShared {
                 {
                     s.turn = Some(t.to_owned());
                     s.turn_count += 1;
+                    s.spend.on_turn_start(now_ms());
                 }
             }
-            Ev::TurnEnd { status, error } => {
+            Ev::TurnEnd {
+                status,
+                error,
+                stopped,
+                ..
+            } => {
                 if turn.is_some() && s.turn.as_deref() != turn && s.turn.is_some() {
                     // The end of an older turn (a newer one already runs): nothing to update.
                     return;
+                }
+                if s.turn.is_some() {
+                    s.spend.on_turn_end(now_ms(), stopped.as_ref());
                 }
                 s.turn = None;
                 s.last_outcome = Some(*status);
@@ -306,7 +340,12 @@ impl SessionShared {
                 text,
                 thinking: false,
             } => s.last_message = Some(text.clone()),
-            Ev::Usage { total, .. } => s.usage = Some(total.clone()),
+            Ev::Usage { total, last } => {
+                let prices = s.meta.options.prices;
+                let added = s.spend.on_usage("", total, last, prices.as_ref());
+                self.count_tokens(&added);
+                s.usage = Some(total.clone());
+            }
             Ev::Error {
                 message,
                 retrying: false,
@@ -383,6 +422,7 @@ impl SessionShared {
             last_error: s.last_error.clone(),
             usage: s.usage.clone(),
             agents: s.agents.all(),
+            spent: Some(s.spend.spent.clone()),
             ..s.meta.clone()
         };
         SessionRecord {
@@ -414,66 +454,13 @@ impl SessionShared {
         if s.turn.as_deref() != Some(turn) {
             s.turn = Some(turn.to_owned());
             s.turn_count += 1;
+            s.spend.on_turn_start(now_ms());
         }
         s.expect_json = expect_json;
         s.last_error = None;
         self.refresh_status(&mut s);
         drop(s);
         self.changed.send_modify(|v| *v += 1);
-    }
-
-    /// Ends the running turns (the session's and its sub-agents') that Codex will not end
-    /// itself (Codex died): logged as failed.
-    pub(crate) fn abandon_turn(&self, why: &str) {
-        self.end_turns(TurnEndStatus::Failed, why);
-    }
-
-    /// Ends the running turns that the relay gave up on (a deadline past its grace): logged as
-    /// cancelled.
-    pub(crate) fn end_turn_cancelled(&self, why: &str) {
-        self.end_turns(TurnEndStatus::Cancelled, why);
-    }
-
-    /// The session's own thread and its sub-agents'.
-    pub(crate) fn all_threads(&self) -> Vec<String> {
-        let mut threads = vec![self.id.clone()];
-        threads.extend(self.agent_threads());
-        threads
-    }
-
-    fn end_turns(&self, status: TurnEndStatus, why: &str) {
-        let (turn, agents, calls) = {
-            let s = self.lock();
-            let agents = s.agents.running();
-            let turns: Vec<&str> = s
-                .turn
-                .iter()
-                .chain(agents.iter().map(|(_, t)| t))
-                .map(String::as_str)
-                .collect();
-            let calls = super::open_calls::end_open_calls(&s.events, &turns, why);
-            (s.turn.clone(), agents, calls)
-        };
-        let end = || Ev::TurnEnd {
-            status,
-            error: Some(why.into()),
-        };
-        let mut events = calls;
-        events.extend(agents.into_iter().map(|(agent, turn)| Logged {
-            role: Role::System,
-            turn: Some(turn),
-            ev: end(),
-            origin: Some(Arc::new(self.origin(&agent.agent.thread))),
-        }));
-        if let Some(turn) = turn {
-            events.push(Logged {
-                role: Role::System,
-                turn: Some(turn),
-                ev: end(),
-                origin: None,
-            });
-        }
-        self.append_all(events);
     }
 
     pub(crate) fn add_pending(&self, view: PendingView) {
@@ -535,6 +522,7 @@ impl SessionShared {
     /// Sends a live delta to its subscribers (none yet: it goes nowhere, as it would with a
     /// channel nobody listens to).
     pub fn push_delta(&self, d: Delta) {
+        self.touch();
         if let Some(tx) = self.deltas.get() {
             let _ = tx.send(d);
         }
@@ -671,8 +659,12 @@ impl crate::broker::PendingSink for SessionShared {
 mod agents_of;
 #[path = "committed.rs"]
 mod committed;
+#[path = "limits_of.rs"]
+mod limits_of;
 #[path = "replica.rs"]
 mod replica;
+#[path = "turn_ends.rs"]
+mod turn_ends;
 
 #[cfg(test)]
 #[path = "shared_tests.rs"]

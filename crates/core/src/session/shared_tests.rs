@@ -58,6 +58,8 @@ fn end(s: &SessionShared, status: TurnEndStatus) {
         Ev::TurnEnd {
             status,
             error: None,
+            stopped: None,
+            usage: None,
         },
     );
 }
@@ -87,6 +89,8 @@ async fn a_turn_with_an_approval_and_a_question_walks_the_statuses_in_order() {
         Ev::TurnEnd {
             status: TurnEndStatus::Cancelled,
             error: None,
+            stopped: None,
+            usage: None,
         },
     );
     assert_eq!(s.status(), SessionStatus::Interrupted);
@@ -97,6 +101,8 @@ async fn a_turn_with_an_approval_and_a_question_walks_the_statuses_in_order() {
         Ev::TurnEnd {
             status: TurnEndStatus::Failed,
             error: Some("boom".into()),
+            stopped: None,
+            usage: None,
         },
     );
     assert_eq!(s.status(), SessionStatus::Error);

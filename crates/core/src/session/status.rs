@@ -67,7 +67,20 @@ pub struct SessionSnapshot {
     /// The final message of the last completed turn (parsed JSON when it had an output schema).
     pub result: Option<Value>,
     pub last_error: Option<String>,
+    /// Codex's running total for the thread (as Codex last reported it).
     pub usage: Option<Usage>,
+    /// The running (or last) turn's usage, summed over its model requests.
+    pub turn_usage: Usage,
+    /// What the session spent over its life (see [`crate::limits::Spent`]).
+    pub spent: crate::limits::Spent,
+    /// Its budget (empty: none).
+    pub budget: crate::limits::Budget,
+    /// The budget it reached: it refuses new turns until that is raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_reached: Option<crate::limits::StopReason>,
+    /// Why the relay stopped its last turn (a deadline, the idle watchdog, a budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<crate::limits::StopReason>,
     pub pending: Vec<PendingView>,
     /// Sub-agents this session's thread spawned (at any depth), with their running turn.
     pub agents: Vec<AgentInfo>,

@@ -34,7 +34,7 @@ fn turn_ends(events: &[Arc<Envelope>]) -> Vec<(TurnEndStatus, Option<String>)> {
     events
         .iter()
         .filter_map(|e| match &e.ev {
-            Ev::TurnEnd { status, error } => Some((*status, error.clone())),
+            Ev::TurnEnd { status, error, .. } => Some((*status, error.clone())),
             _ => None,
         })
         .collect()

@@ -199,6 +199,7 @@ const GROUND: &[&str] = &[
     "modes",
     "crash_loop",
     "tool",
+    "limits",
 ];
 
 /// What module `name` imports from above `floor` (any module of core not on it).
