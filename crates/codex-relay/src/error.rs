@@ -282,6 +282,7 @@ pub fn phase_of_error_info(info: &Value) -> Phase {
         | "responsestreamdisconnected"
         | "responsetoomanyfailedattempts"
         | "cyberpolicy"
+        | "biopolicy"
         | "misalignmentpolicyviolation"
         | "inferencehookdenied"
         | "activeturnnotsteerable" => Phase::Request,
@@ -386,6 +387,11 @@ mod tests {
             (json!("bad_request"), Phase::Request),
             (json!("contextWindowExceeded"), Phase::Request),
             (json!("usageLimitExceeded"), Phase::Budget),
+            // A safety policy refused the request (0.171 adds `bioPolicy` beside `cyberPolicy`):
+            // asking again the same way does not help.
+            (json!("cyberPolicy"), Phase::Request),
+            (json!("bioPolicy"), Phase::Request),
+            (json!("bio_policy"), Phase::Request),
             (json!({"model_cap": {"model": "m"}}), Phase::Budget),
             (
                 json!({"responseTooManyFailedAttempts": {"httpStatusCode": 429}}),
