@@ -248,47 +248,18 @@ pub fn phase_of_error_info(info: &Value) -> Phase {
         },
         _ => return Phase::Response,
     };
-    let name: String = name
-        .chars()
-        .filter(|c| *c != '_')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
     let status = body
         .get("httpStatusCode")
         .or_else(|| body.get("http_status_code"))
         .and_then(Value::as_u64);
-    match name.as_str() {
-        "usagelimitexceeded"
-        | "ratelimitexceeded"
-        | "sessionbudgetexceeded"
-        | "modelcap"
-        | "flexunavailable"
-        | "serveroverloaded"
-        | "policycapacityunavailable" => Phase::Budget,
-        "httpconnectionfailed"
-        | "responsestreamconnectionfailed"
-        | "responsestreamdisconnected"
-        | "responsetoomanyfailedattempts"
-            if status == Some(429) =>
-        {
-            Phase::Budget
-        }
-        "unauthorized"
-        | "badrequest"
-        | "contextwindowexceeded"
-        | "modelnotfound"
-        | "httpconnectionfailed"
-        | "responsestreamconnectionfailed"
-        | "responsestreamdisconnected"
-        | "responsetoomanyfailedattempts"
-        | "cyberpolicy"
-        | "biopolicy"
-        | "misalignmentpolicyviolation"
-        | "inferencehookdenied"
-        | "activeturnnotsteerable" => Phase::Request,
-        "sandboxerror" | "toomanydenials" => Phase::Tool,
+    use codex_relay_protocol::v2::surface::{ErrorClass, error_class};
+    match error_class(name) {
+        Some(ErrorClass::Budget) => Phase::Budget,
+        Some(ErrorClass::RequestUnless429) if status == Some(429) => Phase::Budget,
+        Some(ErrorClass::Request | ErrorClass::RequestUnless429) => Phase::Request,
+        Some(ErrorClass::Tool) => Phase::Tool,
         // internalServerError, threadRollbackFailed, other, and kinds newer than this crate.
-        _ => Phase::Response,
+        Some(ErrorClass::Response) | None => Phase::Response,
     }
 }
 

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 for_every_pinned_codex!(requests_and_answers_match_the_generated_schema);
 
-fn generate_schema(bin: &Path, out: &Path) {
+pub(crate) fn generate_schema(bin: &Path, out: &Path) {
     let status = std::process::Command::new(bin)
         .args([
             "app-server",
