@@ -5,6 +5,8 @@
 //!   cache directory, once.
 //! - [`model`]: the scripted model server (replies, failure modes, recorded requests).
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
+//! - [`daemon`]: a Codex daemon in a test's `CODEX_HOME` (stopped with its updater loop) and a
+//!   plain WebSocket client of its socket standing in for the TUI.
 //! - [`echo`]: a child's log lines echoed into the test's output, bounded.
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`oauth`]: a fake ChatGPT OAuth token endpoint (rotating refresh tokens, counted).
@@ -22,6 +24,7 @@
 pub mod addrs;
 pub mod chaos;
 pub mod clients;
+pub mod daemon;
 pub mod echo;
 pub mod exec;
 pub mod fixtures;

@@ -1,0 +1,212 @@
+//! The relay attached to the Codex daemon the terminal uses: a thread another client of the
+//! daemon starts (a plain WebSocket client standing in for the TUI, under `on-request`, with
+//! an escalated command) becomes a session of the relay marked attached; its approval reaches
+//! the relay, the relay's answer runs the command and the other client sees it resolved; an
+//! answer from the other client withdraws the relay's request. On the real Codex daemon of
+//! 0.171 and 0.169 (0.98 has none), in a temporary CODEX_HOME, stopped with its updater loop.
+
+use std::time::Duration;
+
+use crate::common::{Backend, Env};
+use codex_relay_core::attach::AttachState;
+use codex_relay_core::{Answer, Decider, Ev};
+use codex_relay_testkit::daemon::{TestDaemon, TuiClient};
+use codex_relay_testkit::{Item, Reply};
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_answer_wins_both_ways_on_0_171() {
+    first_answer_wins_both_ways(codex_relay_testkit::NEWEST).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_answer_wins_both_ways_on_0_169() {
+    first_answer_wins_both_ways(codex_relay_testkit::PREVIOUS).await
+}
+
+fn escalated(cmd: &str, call: &str) -> Item {
+    Item::function_call(
+        "exec_command",
+        json!({"cmd": cmd, "sandbox_permissions": "require_escalated",
+               "justification": "May I run this outside the sandbox?"}),
+        call,
+    )
+}
+
+fn is(method: &'static str) -> impl Fn(&Value) -> bool {
+    move |m: &Value| m["method"] == method
+}
+
+/// Waits, with backoff, until the relay has a pending request for `session`.
+async fn relay_pending(env: &Env, session: &str) -> codex_relay_core::PendingView {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut wait = Duration::from_millis(20);
+    loop {
+        if let Some(p) = env.relay.pending(Some(session)).into_iter().next() {
+            return p;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the relay never saw the approval of {session}"
+        );
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// The session's log once `done` holds for it (waited for with backoff).
+async fn until_logged(
+    env: &Env,
+    session: &str,
+    done: impl Fn(&[codex_relay_core::Envelope]) -> bool,
+) -> Vec<codex_relay_core::Envelope> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut wait = Duration::from_millis(20);
+    loop {
+        let events: Vec<_> = env
+            .relay
+            .events(session, 0, 10_000)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (*e).clone())
+            .collect();
+        if done(&events) {
+            return events;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the relay's log of {session} never got there: {:?}",
+            events.iter().map(|e| e.ev.kind()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_millis(500));
+    }
+}
+
+async fn first_answer_wins_both_ways(version: &'static str) {
+    let Some(env) = Env::start(version, Backend::Sqlite, Duration::from_secs(600)).await else {
+        return;
+    };
+    env.model.route(
+        "MARK-RELAY",
+        [
+            Reply::items(vec![escalated("touch relay-ran.txt", "call-relay")]),
+            Reply::text("the relay let it run"),
+        ],
+    );
+    env.model.route(
+        "MARK-TUI",
+        [
+            Reply::items(vec![escalated("touch tui-ran.txt", "call-tui")]),
+            Reply::text("the terminal said no"),
+        ],
+    );
+    let daemon = TestDaemon::start(version, &env.home).expect("the daemon starts");
+    let attachment = env.relay.attach(daemon.socket());
+    let mut tui = TuiClient::connect(&daemon.socket(), "tui-stand-in").await;
+    let ws = env.home.workspace().to_owned();
+    let started = tui
+        .request(
+            "thread/start",
+            json!({"cwd": ws, "approvalPolicy": "on-request", "sandbox": "workspace-write"}),
+        )
+        .await
+        .expect("thread/start");
+    let thread = started["thread"]["id"].as_str().unwrap().to_owned();
+
+    // 1. The terminal's thread asks; the relay answers; the command runs; the terminal sees it
+    //    resolved.
+    tui.request(
+        "turn/start",
+        json!({"threadId": thread, "input": [{"type": "text", "text": "MARK-RELAY: go"}]}),
+    )
+    .await
+    .expect("turn/start");
+    let asked = tui
+        .until("the approval", is("item/commandExecution/requestApproval"))
+        .await;
+    let card = relay_pending(&env, &thread).await;
+    assert_eq!(card.kind.as_str(), "command_approval", "{card:?}");
+    assert!(
+        card.question.contains("relay-ran.txt"),
+        "the card shows the command: {}",
+        card.question
+    );
+    let snap = env.relay.status(&thread).expect("the thread is a session");
+    let attached = snap.attached.expect("marked attached");
+    assert_eq!(attached.state, AttachState::Live);
+    assert_eq!(attached.daemon_pid, daemon.pid());
+    env.relay
+        .respond(
+            &thread,
+            &card.id,
+            Answer::approve(),
+            Decider::library("test"),
+        )
+        .await
+        .expect("the relay answers");
+    let resolved = tui
+        .until("serverRequest/resolved", is("serverRequest/resolved"))
+        .await;
+    assert_eq!(resolved["params"]["requestId"], asked["id"], "{resolved}");
+    tui.until("the turn's end", is("turn/completed")).await;
+    assert!(
+        ws.join("relay-ran.txt").exists(),
+        "the approved command ran"
+    );
+
+    // 2. The terminal answers first: the relay's request is withdrawn, nothing runs.
+    tui.request(
+        "turn/start",
+        json!({"threadId": thread, "input": [{"type": "text", "text": "MARK-TUI: go"}]}),
+    )
+    .await
+    .expect("turn/start");
+    let asked = tui
+        .until(
+            "the second approval",
+            is("item/commandExecution/requestApproval"),
+        )
+        .await;
+    let card = relay_pending(&env, &thread).await;
+    tui.respond(&asked["id"], json!({"decision": "decline"}))
+        .await;
+    tui.until("the second turn's end", is("turn/completed"))
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !env.relay.pending(Some(&thread)).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the relay's card was never withdrawn"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !ws.join("tui-ran.txt").exists(),
+        "the declined command did not run"
+    );
+    // The thread's events came through the mapper into the same log (the relay hears the
+    // turn's end on its own connection, maybe after the terminal did).
+    let events = until_logged(&env, &thread, |events| {
+        events
+            .iter()
+            .filter(|e| matches!(e.ev, Ev::TurnEnd { .. }))
+            .count()
+            >= 2
+    })
+    .await;
+    let withdrawn = events.iter().find_map(|e| match &e.ev {
+        Ev::RequestResolved { id, by, .. } if *id == card.id => Some(by.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        withdrawn,
+        Some(Decider::OtherClient),
+        "recorded as answered in the terminal"
+    );
+
+    attachment.stop().await;
+    env.relay.shutdown().await;
+    daemon.stop();
+}
