@@ -198,6 +198,11 @@ impl Peer {
         Peer { inner }
     }
 
+    /// Whether `other` is a handle to the same connection.
+    pub fn same(&self, other: &Peer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Sends a typed request and waits for its typed answer.
     pub async fn call<R: ClientRequest>(
         &self,

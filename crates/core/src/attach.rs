@@ -307,8 +307,10 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
 }
 
 /// Has the session's actor take the thread's events and requests from the daemon, then
-/// subscribes (`thread/resume` with nothing but the thread's id: never an override). A
-/// pending request is replayed to the relay by the resume.
+/// subscribes (`thread/resume` with nothing but the thread's id: never an override), off the
+/// caller's task. A pending request is replayed to the relay by the resume. A thread that has
+/// just started its first turn may have no rollout yet (`no rollout found`): tried again, with
+/// backoff, a few times.
 async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
     let Door::Actor(jobs) = &h.door else {
         return;
@@ -320,15 +322,34 @@ async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
     {
         return;
     }
-    let params = ThreadResumeParams {
-        thread_id: h.id().to_owned(),
-        ..Default::default()
-    };
-    match peer.call::<ThreadResume>(&params).await {
-        Ok(_) => mark(&h.shared, attached.clone()),
-        Err(e) => tracing::info!(session = %h.id(), "following the daemon's thread failed: {e}"),
-    }
+    let (h, peer, attached) = (h.clone(), peer.clone(), attached.clone());
+    tokio::spawn(async move {
+        let params = ThreadResumeParams {
+            thread_id: h.id().to_owned(),
+            ..Default::default()
+        };
+        let mut wait = Duration::from_millis(100);
+        for attempt in 1..=RESUME_ATTEMPTS {
+            match peer.call::<ThreadResume>(&params).await {
+                Ok(_) => {
+                    mark(&h.shared, attached);
+                    return;
+                }
+                Err(e) if e.is_closed() || attempt == RESUME_ATTEMPTS => {
+                    tracing::info!(session = %h.id(), "following the daemon's thread failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    });
 }
+
+/// How many times `thread/resume` is tried for one thread.
+const RESUME_ATTEMPTS: u32 = 8;
 
 /// Points a session's actor at the daemon's connection.
 struct Follow {
@@ -337,8 +358,11 @@ struct Follow {
 
 impl Job for Follow {
     fn run(self: Box<Self>, actor: &mut Actor) -> BoxFuture<'_, Flow> {
-        actor.sub = Some(self.peer.subscribe_thread(&actor.shared.id));
-        actor.attached = Some(self.peer);
+        // Already following on this connection: the subscription (and what it holds) stays.
+        if !actor.attached.as_ref().is_some_and(|p| p.same(&self.peer)) || actor.sub.is_none() {
+            actor.sub = Some(self.peer.subscribe_thread(&actor.shared.id));
+            actor.attached = Some(self.peer);
+        }
         Box::pin(std::future::ready(Flow::Continue))
     }
 }

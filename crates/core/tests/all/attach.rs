@@ -206,6 +206,122 @@ async fn first_answer_wins_both_ways(version: &'static str) {
         "recorded as answered in the terminal"
     );
 
+    // Listed (API, MCP codex_list) as the daemon's.
+    let rows = env
+        .relay
+        .list(codex_relay_core::ListFilter::default())
+        .await
+        .unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.session_id == thread)
+        .expect("listed");
+    assert_eq!(row.source, "codex-daemon", "{row:?}");
+
+    // 3. The daemon dies: the thread is shown detached and the relay stays healthy; a daemon
+    //    that comes back is attached again.
+    daemon.kill();
+    until_attached(&env, &thread, |a| a.state == AttachState::Detached).await;
+    assert!(env.relay.status(&thread).is_ok(), "the relay still answers");
+    drop(daemon);
+    let daemon = TestDaemon::start(version, &env.home).expect("the daemon starts again");
+    let again = until_attached(&env, &thread, |a| {
+        a.state != AttachState::Detached && a.daemon_pid == daemon.pid()
+    })
+    .await;
+    assert_ne!(again.state, AttachState::Detached);
+
+    attachment.stop().await;
+    env.relay.shutdown().await;
+    daemon.stop();
+}
+
+/// The session's attachment once `done` holds for it (waited for with backoff).
+async fn until_attached(
+    env: &Env,
+    session: &str,
+    done: impl Fn(&codex_relay_core::attach::Attached) -> bool,
+) -> codex_relay_core::attach::Attached {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let mut wait = Duration::from_millis(20);
+    loop {
+        let attached = env.relay.status(session).unwrap().attached;
+        if let Some(a) = attached.as_ref().filter(|a| done(a)) {
+            return a.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the attachment of {session} never got there: {attached:?}"
+        );
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// A command the daemon's Codex runs holds a connection to a port of this machine (as it
+/// would to the relay's API): the relay's peer check finds it inside the daemon's tree and
+/// refuses it, as it refuses its own Codex's commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_the_daemon_runs_cannot_reach_the_relay() {
+    use codex_relay_codex::platform::peers::{PeerOwner, owners};
+    let Some(env) = Env::start(
+        codex_relay_testkit::NEWEST,
+        Backend::Sqlite,
+        Duration::from_secs(600),
+    )
+    .await
+    else {
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    env.model.route(
+        "MARK-CALL-HOME",
+        [
+            Reply::items(vec![Item::function_call(
+                "exec_command",
+                json!({"cmd": format!("exec 3<>/dev/tcp/127.0.0.1/{port}; sleep 30"),
+                       "yield_time_ms": 500}),
+                "call-home",
+            )]),
+            Reply::text("done"),
+        ],
+    );
+    let daemon = TestDaemon::start(codex_relay_testkit::NEWEST, &env.home).expect("daemon");
+    let attachment = env.relay.attach(daemon.socket());
+    let mut tui = TuiClient::connect(&daemon.socket(), "tui-stand-in").await;
+    // Wait until the relay is attached (it then knows the daemon's process).
+    let started = tui
+        .request(
+            "thread/start",
+            json!({"cwd": env.home.workspace(), "approvalPolicy": "never",
+                   "sandbox": "danger-full-access"}),
+        )
+        .await
+        .expect("thread/start");
+    let thread = started["thread"]["id"].as_str().unwrap().to_owned();
+    tui.request(
+        "turn/start",
+        json!({"threadId": thread, "input": [{"type": "text", "text": "MARK-CALL-HOME: go"}]}),
+    )
+    .await
+    .expect("turn/start");
+    let accepted = tokio::task::spawn_blocking(move || listener.accept())
+        .await
+        .unwrap()
+        .expect("the command connects");
+    let (stream, peer) = accepted;
+    let local = stream.local_addr().unwrap();
+    until_attached(&env, &thread, |a| a.daemon_pid.is_some()).await;
+    let owner = owners(&[(peer, local)]).remove(0);
+    match &owner {
+        PeerOwner::Inside { why, .. } => assert!(
+            why.contains("the Codex daemon this relay is attached to"),
+            "{why}"
+        ),
+        other => panic!("a command of the daemon's Codex passed the check: {other:?}"),
+    }
+    drop(stream);
     attachment.stop().await;
     env.relay.shutdown().await;
     daemon.stop();
