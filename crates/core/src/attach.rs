@@ -16,7 +16,8 @@ use std::time::Duration;
 use codex_relay_codex::daemon::{AttachError, Daemon};
 use codex_relay_codex::{AppServerConfig, Peer, PeerEvent};
 use codex_relay_protocol::v2::{
-    ServerNotification, Thread, ThreadList, ThreadListParams, ThreadResume, ThreadResumeParams,
+    ServerNotification, Thread, ThreadList, ThreadListParams, ThreadRead, ThreadReadParams,
+    ThreadResume, ThreadResumeParams,
 };
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -276,8 +277,17 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
             }
             ServerNotification::ThreadStatusChanged(s) => {
                 let kind = s.status.get("type").and_then(|t| t.as_str());
-                let Some(h) = relay.inner.get(&s.thread_id) else {
-                    continue;
+                let h = match relay.inner.get(&s.thread_id) {
+                    Some(h) => h,
+                    // Started before the relay attached, and not listed yet then (its first
+                    // turn had not been written): known from now on.
+                    None if kind == Some("active") => {
+                        let Some(thread) = read_thread(&peer, &s.thread_id).await else {
+                            continue;
+                        };
+                        relay.attached_session(&thread, &at(AttachState::Idle))
+                    }
+                    None => continue,
                 };
                 let attached = h.shared.meta().attached;
                 let Some(attached) = attached.filter(|a| a.socket == socket) else {
@@ -302,6 +312,23 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
                 }
             }
             _ => {}
+        }
+    }
+}
+
+/// A thread as the daemon describes it (`thread/read`), unless it is a sub-agent's (those are
+/// followed with the thread that spawned them).
+async fn read_thread(peer: &Peer, id: &str) -> Option<Thread> {
+    let params = ThreadReadParams {
+        thread_id: id.to_owned(),
+        include_turns: false,
+    };
+    match peer.call::<ThreadRead>(&params).await {
+        Ok(r) if r.thread.spawned_by().is_none() => Some(r.thread),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::info!(thread = id, "thread/read on the Codex daemon failed: {e}");
+            None
         }
     }
 }

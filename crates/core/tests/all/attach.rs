@@ -245,7 +245,8 @@ async fn until_attached(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     let mut wait = Duration::from_millis(20);
     loop {
-        let attached = env.relay.status(session).unwrap().attached;
+        // Unknown until the relay hears of the thread.
+        let attached = env.relay.status(session).ok().and_then(|s| s.attached);
         if let Some(a) = attached.as_ref().filter(|a| done(a)) {
             return a.clone();
         }
