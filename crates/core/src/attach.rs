@@ -119,11 +119,15 @@ impl Relay {
     }
 
     /// The session of an attached thread: the one this relay has (marked attached now), or a
-    /// new one.
-    fn attached_session(&self, thread: &Thread, attached: &Attached) -> SessionHandle {
+    /// new one; `None` for a thread the relay runs in its own Codex (the daemon lists every
+    /// thread of its `CODEX_HOME`, the relay's too when they share one).
+    fn attached_session(&self, thread: &Thread, attached: &Attached) -> Option<SessionHandle> {
         if let Some(h) = self.inner.get(&thread.id) {
+            if h.shared.meta().attached.is_none() {
+                return None;
+            }
             mark(&h.shared, attached.clone());
-            return h;
+            return Some(h);
         }
         let meta = crate::views::SessionMeta {
             attached: Some(attached.clone()),
@@ -139,7 +143,7 @@ impl Relay {
         );
         shared.persist();
         // No slot: the thread runs in the daemon, not in a Codex of this relay.
-        self.spawn_session(shared, None, &[], None)
+        Some(self.spawn_session(shared, None, &[], None))
     }
 
     /// Every session of this relay attached through `socket`.
@@ -252,7 +256,7 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
                     .and_then(|t| t.as_str())
                     .is_some_and(|t| t != "notLoaded");
                 let h = relay.attached_session(thread, &at(AttachState::Idle));
-                if loaded {
+                if let Some(h) = h.filter(|_| loaded) {
                     follow(&h, &peer, &at(AttachState::Live)).await;
                 }
             }
@@ -285,7 +289,10 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
                         let Some(thread) = read_thread(&peer, &s.thread_id).await else {
                             continue;
                         };
-                        relay.attached_session(&thread, &at(AttachState::Idle))
+                        match relay.attached_session(&thread, &at(AttachState::Idle)) {
+                            Some(h) => h,
+                            None => continue,
+                        }
                     }
                     None => continue,
                 };

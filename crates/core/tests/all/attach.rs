@@ -102,6 +102,11 @@ async fn first_answer_wins_both_ways(version: &'static str) {
             Reply::text("the terminal said no"),
         ],
     );
+    env.model
+        .route("MARK-OWN", [Reply::text("a session of the relay's own")]);
+    // A session the relay runs in its own Codex, in the same CODEX_HOME as the daemon (which
+    // lists every thread of it): never taken for the daemon's.
+    let own = crate::common::start_read_only(&env.relay, env.cwd(), "MARK-OWN: hi").await;
     let daemon = TestDaemon::start(version, &env.home).expect("the daemon starts");
     let attachment = env.relay.attach(daemon.socket());
     let mut tui = TuiClient::connect(&daemon.socket(), "tui-stand-in").await;
@@ -230,6 +235,11 @@ async fn first_answer_wins_both_ways(version: &'static str) {
     })
     .await;
     assert_ne!(again.state, AttachState::Detached);
+    let own = env.relay.status(&own).expect("the relay's own session");
+    assert!(
+        own.attached.is_none(),
+        "the relay's own thread stays its own"
+    );
 
     attachment.stop().await;
     env.relay.shutdown().await;
