@@ -123,9 +123,8 @@ impl Relay {
     /// thread of its `CODEX_HOME`, the relay's too when they share one).
     fn attached_session(&self, thread: &Thread, attached: &Attached) -> Option<SessionHandle> {
         if let Some(h) = self.inner.get(&thread.id) {
-            if h.shared.meta().attached.is_none() {
-                return None;
-            }
+            // Not attached: the relay's own.
+            h.shared.meta().attached.as_ref()?;
             mark(&h.shared, attached.clone());
             return Some(h);
         }
