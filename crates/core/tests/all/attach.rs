@@ -337,3 +337,97 @@ async fn a_command_the_daemon_runs_cannot_reach_the_relay() {
     env.relay.shutdown().await;
     daemon.stop();
 }
+
+/// The relay dies (its runtime dropped mid-approval: nothing recorded on the way out) while
+/// the terminal's command waits; a relay started again on the same store attaches again, the
+/// daemon replays the request, and answering it through the new relay runs the command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_crash_the_pending_approval_is_replayed_and_answerable() {
+    let version = codex_relay_testkit::NEWEST;
+    let Some(env) = Env::start(version, Backend::Sqlite, Duration::from_secs(600)).await else {
+        return;
+    };
+    // The fixture's relay is not used: only the one that crashes, then the one after it.
+    env.relay.shutdown().await;
+    env.model.route(
+        "MARK-CRASH",
+        [
+            Reply::items(vec![escalated("touch after-crash.txt", "call-crash")]),
+            Reply::text("ran after the crash"),
+        ],
+    );
+    let daemon = TestDaemon::start(version, &env.home).expect("the daemon starts");
+    let socket = daemon.socket();
+    let mut tui = TuiClient::connect(&socket, "tui-stand-in").await;
+    let ws = env.home.workspace().to_owned();
+    let started = tui
+        .request(
+            "thread/start",
+            json!({"cwd": ws, "approvalPolicy": "on-request", "sandbox": "workspace-write"}),
+        )
+        .await
+        .expect("thread/start");
+    let thread = started["thread"]["id"].as_str().unwrap().to_owned();
+    let seen = {
+        let (socket, thread) = (socket.clone(), thread.clone());
+        crate::common::crash_after(env.config.clone(), move |relay| async move {
+            let attachment = relay.attach(socket);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+            loop {
+                if let Some(p) = relay.pending(Some(&thread)).into_iter().next() {
+                    std::mem::forget(attachment);
+                    return p.id;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "never asked");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    tui.request(
+        "turn/start",
+        json!({"threadId": thread, "input": [{"type": "text", "text": "MARK-CRASH: go"}]}),
+    )
+    .await
+    .expect("turn/start");
+    let asked = tui
+        .until("the approval", is("item/commandExecution/requestApproval"))
+        .await;
+    let before = seen.await;
+    let relay = codex_relay_core::Relay::open(env.config.clone())
+        .await
+        .expect("the relay starts again");
+    let attachment = relay.attach(socket);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let card = loop {
+        if let Some(p) = relay.pending(Some(&thread)).into_iter().next() {
+            break p;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the approval was not replayed to the relay started again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_ne!(
+        card.id, before,
+        "a new request of the relay for the replayed one"
+    );
+    relay
+        .respond(
+            &thread,
+            &card.id,
+            Answer::approve(),
+            Decider::library("test"),
+        )
+        .await
+        .expect("answered after the restart");
+    let resolved = tui
+        .until("serverRequest/resolved", is("serverRequest/resolved"))
+        .await;
+    assert_eq!(resolved["params"]["requestId"], asked["id"]);
+    tui.until("the turn's end", is("turn/completed")).await;
+    assert!(ws.join("after-crash.txt").exists(), "the command ran");
+    attachment.stop().await;
+    relay.shutdown().await;
+    daemon.stop();
+}
