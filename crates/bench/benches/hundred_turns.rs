@@ -60,7 +60,7 @@ mod support;
 mod tree;
 use support::{codex, ms, pct, relay_binary};
 
-const NEW: &str = "0.169.0";
+const NEW: &str = codex_relay_testkit::NEWEST;
 const TURN_TIMEOUT: Duration = Duration::from_secs(600);
 
 type Client = RunningService<RoleClient, ClientConfig>;

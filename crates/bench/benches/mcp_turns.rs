@@ -52,7 +52,7 @@ const TURNS: usize = 60;
 const COLD_STARTS: usize = 20;
 /// Longest wait for one turn (or one call) before the bench gives up.
 const TURN_TIMEOUT: Duration = Duration::from_secs(60);
-const NEW: &str = "0.169.0";
+const NEW: &str = codex_relay_testkit::NEWEST;
 const OLD: &str = "0.98.0";
 
 type Client = RunningService<RoleClient, ClientConfig>;

@@ -34,7 +34,7 @@ mod tree;
 
 use tree::Measured;
 
-const VERSION: &str = "0.169.0";
+const VERSION: &str = codex_relay_testkit::NEWEST;
 /// Read by the shared `support` helpers.
 #[allow(dead_code)]
 const NEW: &str = VERSION;

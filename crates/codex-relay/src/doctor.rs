@@ -228,6 +228,13 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 Err(e) => println!("auth:            unknown (account/read failed: {e})"),
             }
             server.shutdown(Duration::from_secs(2)).await;
+            // Said, not failed: attaching is optional.
+            if let Some(socket) = crate::attach::socket(None, config.codex_home.as_deref()) {
+                println!(
+                    "codex daemon:    {}",
+                    crate::attach::describe(&socket).await
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

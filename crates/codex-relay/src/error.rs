@@ -262,46 +262,18 @@ pub fn phase_of_error_info(info: &Value) -> Phase {
         },
         _ => return Phase::Response,
     };
-    let name: String = name
-        .chars()
-        .filter(|c| *c != '_')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
     let status = body
         .get("httpStatusCode")
         .or_else(|| body.get("http_status_code"))
         .and_then(Value::as_u64);
-    match name.as_str() {
-        "usagelimitexceeded"
-        | "ratelimitexceeded"
-        | "sessionbudgetexceeded"
-        | "modelcap"
-        | "flexunavailable"
-        | "serveroverloaded"
-        | "policycapacityunavailable" => Phase::Budget,
-        "httpconnectionfailed"
-        | "responsestreamconnectionfailed"
-        | "responsestreamdisconnected"
-        | "responsetoomanyfailedattempts"
-            if status == Some(429) =>
-        {
-            Phase::Budget
-        }
-        "unauthorized"
-        | "badrequest"
-        | "contextwindowexceeded"
-        | "modelnotfound"
-        | "httpconnectionfailed"
-        | "responsestreamconnectionfailed"
-        | "responsestreamdisconnected"
-        | "responsetoomanyfailedattempts"
-        | "cyberpolicy"
-        | "misalignmentpolicyviolation"
-        | "inferencehookdenied"
-        | "activeturnnotsteerable" => Phase::Request,
-        "sandboxerror" | "toomanydenials" => Phase::Tool,
+    use codex_relay_protocol::v2::surface::{ErrorClass, error_class};
+    match error_class(name) {
+        Some(ErrorClass::Budget) => Phase::Budget,
+        Some(ErrorClass::RequestUnless429) if status == Some(429) => Phase::Budget,
+        Some(ErrorClass::Request | ErrorClass::RequestUnless429) => Phase::Request,
+        Some(ErrorClass::Tool) => Phase::Tool,
         // internalServerError, threadRollbackFailed, other, and kinds newer than this crate.
-        _ => Phase::Response,
+        Some(ErrorClass::Response) | None => Phase::Response,
     }
 }
 
@@ -414,6 +386,11 @@ mod tests {
             (json!("bad_request"), Phase::Request),
             (json!("contextWindowExceeded"), Phase::Request),
             (json!("usageLimitExceeded"), Phase::Budget),
+            // A safety policy refused the request (0.171 adds `bioPolicy` beside `cyberPolicy`):
+            // asking again the same way does not help.
+            (json!("cyberPolicy"), Phase::Request),
+            (json!("bioPolicy"), Phase::Request),
+            (json!("bio_policy"), Phase::Request),
             (json!({"model_cap": {"model": "m"}}), Phase::Budget),
             (
                 json!({"responseTooManyFailedAttempts": {"httpStatusCode": 429}}),

@@ -1,6 +1,7 @@
 //! The `codex-relay` command line.
 
 mod ask;
+mod attach;
 mod auth_args;
 mod cli_run;
 mod cli_workspace;

@@ -51,6 +51,12 @@ pub struct ServeArgs {
     /// public URL of links, answer links, Web Push. Without it, Web Push alone is on.
     #[arg(long, env = "CODEX_RELAY_NOTIFY", value_name = "FILE")]
     notify: Option<std::path::PathBuf>,
+    /// Attach to the Codex daemon the terminal uses (docs/ATTACH.md): its threads appear here
+    /// marked attached, and their approvals go through this relay (rules, notifications, the
+    /// UI). SOCKET defaults to $CODEX_HOME/app-server-control/app-server-control.sock. The
+    /// socket must be this user's, in a directory only this user can enter.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "")]
+    attach: Option<std::path::PathBuf>,
 }
 
 /// The notify file's settings, or the defaults (Web Push only).
@@ -188,6 +194,29 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         stop.clone(),
     );
     say(&banner(addr, &token, &credentials));
+    // The daemon the terminal uses: attached when asked, else offered when one runs.
+    let daemon_socket =
+        crate::attach::socket(args.attach.as_deref(), args.engine.codex_home.as_deref());
+    let attachment = match (&args.attach, daemon_socket) {
+        (Some(_), Some(socket)) => {
+            say(&format!(
+                "codex-relay: attaching to the Codex daemon at {} (its threads appear marked attached; retried while it is away)",
+                socket.display()
+            ));
+            Some(relay.attach(socket))
+        }
+        (Some(_), None) => anyhow::bail!(
+            "--attach: no Codex home to find the daemon's socket in (set CODEX_HOME or name the socket)"
+        ),
+        (None, Some(socket)) if socket.exists() && demo.is_none() => {
+            say(&format!(
+                "codex-relay: a Codex daemon's socket is at {}; `serve --attach` shows its threads here",
+                socket.display()
+            ));
+            None
+        }
+        (None, _) => None,
+    };
     warn_if_not_logged_in(&relay, demo.is_some());
     let graceful = stop.clone();
     let server = codex_relay_http::server::serve(
@@ -210,6 +239,9 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     drop(notifier);
+    if let Some(a) = attachment {
+        a.stop().await;
+    }
     relay.shutdown().await;
     drop(demo);
     result.map(|()| ExitCode::SUCCESS)

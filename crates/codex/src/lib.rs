@@ -7,6 +7,8 @@
 //! - [`app_server`]: spawn + handshake + typed calls, the thing most callers want.
 //! - [`platform`]: what the relay asks of the operating system (process groups and trees,
 //!   the owner of a local connection), behind one documented contract.
+//! - [`daemon`]: attaching to the Codex daemon the terminal uses (its socket checked, WebSocket
+//!   over it, the same peer).
 //! - [`locate`]: which Codex runs when none is named (PATH, then the pinned one in the
 //!   cache), and install and login advice that names commands that work.
 //! - [`version`]: `codex --version` and userAgent parsing, the compatibility table and the
@@ -14,6 +16,7 @@
 
 pub mod app_server;
 mod codec;
+pub mod daemon;
 pub mod error;
 mod flow;
 pub mod locate;

@@ -41,6 +41,10 @@ pub struct PeerConfig {
     /// Backpressure: while this reads `false` the peer stops reading Codex's stdout, so the
     /// pipe fills and Codex waits (the relay closes it while its store falls behind).
     pub read_gate: Option<ReadGate>,
+    /// A shared app-server (the Codex daemon, where other clients see the same requests): a
+    /// request failed closed or dropped unanswered is left to the other clients rather than
+    /// declined; only a deliberate answer is sent.
+    pub shared: bool,
 }
 
 impl Default for PeerConfig {
@@ -52,6 +56,7 @@ impl Default for PeerConfig {
             overload_base_delay: Duration::from_millis(100),
             overload_max_delay: Duration::from_secs(2),
             read_gate: None,
+            shared: false,
         }
     }
 }
@@ -147,7 +152,7 @@ pub(crate) struct Inner {
     pending: Mutex<HashMap<RequestId, oneshot::Sender<Reply>>>,
     routes: Mutex<Routes>,
     closed: Mutex<Option<PeerError>>,
-    config: PeerConfig,
+    pub(crate) config: PeerConfig,
     /// Notifications delivered to subscribers and not yet received by them.
     in_flight: InFlight,
     /// Set by the first line that is a JSON-RPC message.
@@ -191,6 +196,11 @@ impl Peer {
         tokio::spawn(write_loop(out_rx, writer, Arc::downgrade(&inner)));
         tokio::spawn(read_loop(inner.clone(), reader, exit));
         Peer { inner }
+    }
+
+    /// Whether `other` is a handle to the same connection.
+    pub fn same(&self, other: &Peer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Sends a typed request and waits for its typed answer.
@@ -303,6 +313,15 @@ impl Peer {
             let _ = tx.send(event);
         }
         self.finish_subscribe(tx, rx, Some(thread_id.to_owned()), key)
+    }
+
+    /// Receives a copy of every thread's lifecycle notifications (`thread/started`,
+    /// `thread/status/changed`, `thread/closed`), whoever else receives them: a client of a
+    /// shared app-server (the Codex daemon) learns of the threads other clients run.
+    pub fn watch_threads(&self) -> Subscription {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let key = self.inner.routes().set_watch(tx.clone());
+        self.finish_subscribe(tx, rx, None, key)
     }
 
     /// Receives thread-less notifications and server requests of threads nobody subscribed to.
@@ -453,6 +472,9 @@ impl Inner {
                     raw: Arc::new(line),
                 });
                 let mut routes = self.routes();
+                if routes.copy_to_watch(&event) {
+                    self.in_flight.delivered();
+                }
                 match routes.deliver(thread.as_deref(), event) {
                     Delivery::Delivered => self.in_flight.delivered(),
                     Delivery::Parked => {}

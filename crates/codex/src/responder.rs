@@ -39,11 +39,26 @@ impl Responder {
         self.send(answer)
     }
 
-    /// Answers fail-closed (decline approvals, error the rest) and says why in the log.
+    /// Answers fail-closed (decline approvals, error the rest) and says why in the log. On a
+    /// shared app-server ([`crate::PeerConfig::shared`]) nothing is sent: the request is left
+    /// to the other clients, who see it too.
     pub fn fail_closed(mut self, why: &str) -> bool {
+        if self.leave_to_others(why) {
+            return false;
+        }
         let answer = self.request.fail_closed(why);
         tracing::warn!(id = %self.id, method = self.request.method(), "answering fail-closed: {why}");
         self.send(answer)
+    }
+
+    /// On a shared app-server, marks the request as let go (nothing is sent) and says so.
+    fn leave_to_others(&mut self, why: &str) -> bool {
+        let shared = self.peer.upgrade().is_some_and(|inner| inner.config.shared);
+        if shared {
+            self.answered = true;
+            tracing::info!(id = %self.id, method = self.request.method(), "left to the other clients of the shared app-server: {why}");
+        }
+        shared
     }
 
     fn send(&mut self, answer: Result<Value, RpcError>) -> bool {
@@ -57,7 +72,7 @@ impl Responder {
 
 impl Drop for Responder {
     fn drop(&mut self) {
-        if !self.answered {
+        if !self.answered && !self.leave_to_others("dropped without an answer") {
             let answer = self
                 .request
                 .fail_closed("the request was dropped without an answer");

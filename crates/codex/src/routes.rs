@@ -20,6 +20,8 @@ pub(crate) struct Routes {
     next_key: u64,
     threads: HashMap<String, (u64, UnboundedSender<PeerEvent>)>,
     default: Option<(u64, UnboundedSender<PeerEvent>)>,
+    /// Receives a copy of every thread's lifecycle notifications, whoever else does.
+    watch: Option<(u64, UnboundedSender<PeerEvent>)>,
     parked: HashMap<String, VecDeque<PeerEvent>>,
     parked_order: VecDeque<String>,
 }
@@ -46,6 +48,32 @@ impl Routes {
         let parked = self.parked.remove(thread_id).unwrap_or_default();
         self.parked_order.retain(|t| t != thread_id);
         (key, parked)
+    }
+
+    pub fn set_watch(&mut self, tx: UnboundedSender<PeerEvent>) -> u64 {
+        self.next_key += 1;
+        self.watch = Some((self.next_key, tx));
+        self.next_key
+    }
+
+    /// Sends the watcher a copy of `event` when it is a thread's lifecycle notification
+    /// (`thread/started`, `thread/status/changed`, `thread/closed`); whether one was sent.
+    pub fn copy_to_watch(&mut self, event: &PeerEvent) -> bool {
+        let (Some((_, tx)), PeerEvent::Notification(n)) = (&self.watch, event) else {
+            return false;
+        };
+        let lifecycle = match &n.notification {
+            ServerNotification::ThreadStarted(_) | ServerNotification::ThreadStatusChanged(_) => {
+                true
+            }
+            ServerNotification::Unknown { method, .. } => method == "thread/closed",
+            _ => false,
+        };
+        if lifecycle && tx.send(PeerEvent::Notification(n.clone())).is_err() {
+            self.watch = None;
+            return false;
+        }
+        lifecycle
     }
 
     pub fn set_default(&mut self, tx: UnboundedSender<PeerEvent>) -> u64 {
@@ -80,6 +108,9 @@ impl Routes {
             None => {
                 if self.default.as_ref().is_some_and(|(k, _)| *k == key) {
                     self.default = None;
+                }
+                if self.watch.as_ref().is_some_and(|(k, _)| *k == key) {
+                    self.watch = None;
                 }
             }
         }
@@ -143,6 +174,7 @@ impl Routes {
             .map(|(_, (_, tx))| tx)
             .collect();
         out.extend(self.default.take().map(|(_, tx)| tx));
+        out.extend(self.watch.take().map(|(_, tx)| tx));
         self.parked.clear();
         self.parked_order.clear();
         out

@@ -121,7 +121,7 @@ impl fmt::Display for CodexVersion {
 /// Oldest release the test suite runs against.
 pub const OLDEST_TESTED: CodexVersion = CodexVersion::new(0, 98, 0);
 /// Newest release the test suite runs against.
-pub const NEWEST_TESTED: CodexVersion = CodexVersion::new(0, 169, 0);
+pub const NEWEST_TESTED: CodexVersion = CodexVersion::new(0, 171, 0);
 /// The app-server v2 thread/turn methods landed upstream in November 2025 (around 0.58);
 /// older releases only speak the v1 conversation API and are refused.
 pub const MIN_SUPPORTED: CodexVersion = CodexVersion::new(0, 58, 0);
@@ -188,7 +188,11 @@ mod tests {
             Compatibility::Tested
         );
         assert_eq!(
-            CodexVersion::new(0, 170, 0).compatibility(),
+            CodexVersion::new(0, 171, 0).compatibility(),
+            Compatibility::Tested
+        );
+        assert_eq!(
+            CodexVersion::new(0, 172, 0).compatibility(),
             Compatibility::Untested
         );
         assert_eq!(
@@ -201,7 +205,7 @@ mod tests {
         );
         let msg = Compatibility::Unsupported.describe(&CodexVersion::new(0, 45, 0));
         assert!(
-            msg.contains("0.58.0") && msg.contains("0.98.0..=0.169.0"),
+            msg.contains("0.58.0") && msg.contains("0.98.0..=0.171.0"),
             "{msg}"
         );
     }

@@ -335,13 +335,39 @@ impl Broker {
         );
     }
 
+    /// Withdraws the open request of `session_id` that Codex numbered `codex_id`, answered
+    /// by another client of the same shared Codex (the terminal, on the daemon): recorded as
+    /// decided by that client; nothing is sent to Codex (its requests there are let go, see
+    /// `PeerConfig::shared`). Whether one was open.
+    pub(crate) fn withdraw_answered_elsewhere(
+        &self,
+        session_id: &str,
+        codex_id: &codex_relay_protocol::RequestId,
+    ) -> bool {
+        let mut found = false;
+        self.fail_entries(
+            |e| {
+                let hit = e.view.session_id == session_id && e.responder.id() == codex_id;
+                found |= hit;
+                hit
+            },
+            Decider::OtherClient,
+            "answered in the terminal (another client of the Codex daemon answered first)",
+        );
+        found
+    }
+
     fn fail_where(&self, pick: impl Fn(&PendingView) -> bool, by: Decider, why: &str) {
+        self.fail_entries(|e| pick(&e.view), by, why)
+    }
+
+    fn fail_entries(&self, mut pick: impl FnMut(&Entry) -> bool, by: Decider, why: &str) {
         let taken: Vec<_> = {
             let mut st = self.lock();
             let ids: Vec<String> = st
                 .open
                 .iter()
-                .filter(|(_, e)| pick(&e.view))
+                .filter(|(_, e)| pick(e))
                 .map(|(k, _)| k.clone())
                 .collect();
             ids.iter()

@@ -53,6 +53,9 @@ pub enum Decider {
     TurnEnded,
     RelayRestart,
     RelayShutdown,
+    /// Another client of the shared Codex daemon answered first (the terminal, say): the
+    /// relay's request was withdrawn (`codex-client`).
+    OtherClient,
 }
 
 /// A rule as a decider: its word `rule:<name>` (make it with [`Decider::rule`]).
@@ -90,6 +93,7 @@ impl Decider {
             "turn-ended" => Self::TurnEnded,
             "relay-restart" => Self::RelayRestart,
             "relay-shutdown" => Self::RelayShutdown,
+            "codex-client" => Self::OtherClient,
             ANSWER_LINK => Self::AnswerLink,
             rule if rule.starts_with(RULE_PREFIX) => Self::Rule(RuleWord(rule.to_owned())),
             word => match Front::ALL.into_iter().find(|f| f.as_str() == word) {
@@ -112,6 +116,7 @@ impl Decider {
             Self::TurnEnded => "turn-ended",
             Self::RelayRestart => "relay-restart",
             Self::RelayShutdown => "relay-shutdown",
+            Self::OtherClient => "codex-client",
         }
     }
 
@@ -128,7 +133,7 @@ impl Decider {
     /// `relay` (Codex went away, the session closed, the turn ended first).
     pub fn who(&self) -> &'static str {
         match self {
-            Self::Person(_) | Self::AnswerLink | Self::Library(_) => "human",
+            Self::Person(_) | Self::AnswerLink | Self::Library(_) | Self::OtherClient => "human",
             Self::Rule(_) => "rule",
             Self::Timeout => "timeout",
             Self::RelayRestart | Self::RelayShutdown => "restart",
@@ -198,6 +203,7 @@ mod tests {
             "turn-ended",
             "relay-restart",
             "relay-shutdown",
+            "codex-client",
         ] {
             let d = Decider::parse(word);
             assert_eq!(d.as_str(), word);

@@ -27,7 +27,8 @@ pub struct ListedSession {
     pub status: Option<SessionStatus>,
     /// Unix milliseconds.
     pub updated_at: i64,
-    /// Who created it: `codex-relay`, or Codex's source (`cli`, `exec`, `vscode`, ...).
+    /// Who created it: `codex-relay`, `codex-daemon` (a thread of the Codex daemon the relay
+    /// attached to, docs/ATTACH.md), or Codex's source (`cli`, `exec`, `vscode`, ...).
     pub source: String,
     /// Known to this relay (created, resumed or restored here).
     pub owned: bool,
@@ -46,6 +47,9 @@ pub struct ListFilter {
     pub cwd: Option<String>,
     pub limit: Option<usize>,
 }
+
+/// The source of a session that lives on the Codex daemon the relay attached to.
+pub const ATTACHED_SOURCE: &str = "codex-daemon";
 
 const PAGE: u32 = 100;
 /// Every creator a person may want to continue, and spawned sub-agents (nested under the
@@ -86,7 +90,14 @@ impl Relay {
         let mut spawned: Vec<(String, AgentInfo)> = Vec::new();
         for h in self.inner.handles() {
             let snap = h.snapshot();
-            let live = snap.status != SessionStatus::Closed && self.is_attached(h.id());
+            // A thread of the Codex daemon the relay attached to: live while followed.
+            let (live, source) = match &snap.attached {
+                Some(a) => (a.state == crate::attach::AttachState::Live, ATTACHED_SOURCE),
+                None => (
+                    snap.status != SessionStatus::Closed && self.is_attached(h.id()),
+                    "codex-relay",
+                ),
+            };
             rows.insert(
                 snap.session_id.clone(),
                 ListedSession {
@@ -95,7 +106,7 @@ impl Relay {
                     preview: None,
                     status: Some(snap.status),
                     updated_at: snap.updated_at,
-                    source: "codex-relay".into(),
+                    source: source.into(),
                     owned: true,
                     live,
                     agents: snap.agents,

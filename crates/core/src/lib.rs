@@ -25,6 +25,7 @@
 pub mod answer;
 pub mod api;
 mod approvals;
+pub mod attach;
 pub mod auth;
 pub mod broker;
 mod by_id;

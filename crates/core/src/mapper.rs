@@ -1,7 +1,7 @@
 //! Maps app-server notifications to session-protocol events (the one place that knows both).
 
 use codex_relay_protocol::v2::{
-    DeltaNotification, ItemStatus, ServerNotification, ThreadItem, TokenUsage, TurnStatus,
+    DeltaNotification, ItemStatus, ServerNotification, ThreadItem, TokenUsage, TurnStatus, surface,
 };
 use serde_json::{Value, json};
 
@@ -25,9 +25,11 @@ impl Mapped {
     }
 }
 
-/// Notifications Codex sends for its own UIs' bookkeeping, not shown as events:
-/// `thread/readState/changed` (0.169: where a reader's unread marker is).
-const QUIET: &[&str] = &["thread/readState/changed"];
+/// Notifications not shown as events (Codex's bookkeeping for its own UIs, such as
+/// `thread/readState/changed`): those the protocol's surface list calls quiet.
+fn quiet(method: &str) -> bool {
+    surface::notification(method) == Some(surface::NotificationHandling::Quiet)
+}
 
 /// Maps one notification. Pure: the caller tracks turns and statuses.
 pub fn map(n: &ServerNotification) -> Mapped {
@@ -104,7 +106,7 @@ pub fn map(n: &ServerNotification) -> Mapped {
         | N::ServerRequestResolved(_) => Mapped::default(),
         // Codex's own bookkeeping for its UIs, with nothing in it for a person (the raw line
         // is kept with the others).
-        N::Unknown { method, .. } if QUIET.contains(&method.as_str()) => Mapped::default(),
+        N::Unknown { method, .. } if quiet(method) => Mapped::default(),
         N::Unknown { method, params } => Mapped::one(
             Role::System,
             None,

@@ -240,6 +240,7 @@ impl Relay {
             slot,
             cmds: rx,
             server,
+            attached: None,
             sub,
             tools: tools
                 .iter()

@@ -23,6 +23,10 @@ pub struct SessionMeta {
     /// The session is a Codex thread another client made, resumed here.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resumed_from_codex: bool,
+    /// The session is a thread of a Codex daemon the relay attached to (the one the terminal
+    /// uses): it lives there, not in the relay's own Codex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<crate::attach::Attached>,
     /// The directory the next `turn/start` moves the thread to (a moved session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_cwd: Option<String>,

@@ -155,6 +155,11 @@ pub struct SessionView {
     /// Present only while the store cannot take writes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_fault: Option<StoreFaultView>,
+    /// Present only for a thread of the Codex daemon the relay attached to (docs/ATTACH.md):
+    /// `{socket, state: live|idle|detached, daemonPid?}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub attached: Option<Value>,
 }
 
 impl From<SessionSnapshot> for SessionView {
@@ -180,6 +185,10 @@ impl From<SessionSnapshot> for SessionView {
             created_at: s.created_at,
             updated_at: s.updated_at,
             store_fault: s.store_fault.as_ref().map(Into::into),
+            attached: s
+                .attached
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
         }
     }
 }

@@ -9,10 +9,33 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Every version the suite runs against, newest first.
-pub const PINNED_VERSIONS: &[&str] = &[NEWEST, OLDEST];
-pub const NEWEST: &str = "0.169.0";
-/// The version the reference designs were validated against.
+pub const PINNED_VERSIONS: &[&str] = &[NEWEST, PREVIOUS, OLDEST];
+/// The main tested version: every scenario runs on it.
+pub const NEWEST: &str = "0.171.0";
+/// The release before [`NEWEST`], kept where it is cheap (the `codex` crate's protocol tests,
+/// the schema gate and the daemon-attach scenario), so a regression between the two shows.
+pub const PREVIOUS: &str = "0.169.0";
+/// The version the reference designs were validated against: the floor, run by every
+/// scenario beside [`NEWEST`].
 pub const OLDEST: &str = "0.98.0";
+
+/// The npm registry's `dist.integrity` of `@openai/codex@<version>` (`npm view
+/// @openai/codex@<version> dist.integrity`), checked against what npm installed, so a
+/// republished or tampered package is refused rather than tested against.
+const INTEGRITY: &[(&str, &str)] = &[
+    (
+        "0.171.0",
+        "sha512-1IOFzL2Xg86tLdw6kDo3GoKbkQENgQi7TI6rlEvN132R7ngSw7SNOIQoTcnKzSZZ8kf9N9GynCweSoaFbqk2Eg==",
+    ),
+    (
+        "0.169.0",
+        "sha512-KhzYlkKPxoNssR8CEm45IjqnFWn7UtlF4CiD3tOJPea51xBs7MaHy0UQG9GSbCqk6Lrjn5QdJDV0QD1/FgWlGw==",
+    ),
+    (
+        "0.98.0",
+        "sha512-CKjrhAmzTvWn7Vbsi27iZRKBAJw9a7ZTTkWQDbLgQZP1weGbDIBk1r6wiLEp1ZmDO7w0fHPLYgnVspiOrYgcxg==",
+    ),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
@@ -27,6 +50,14 @@ pub enum InstallError {
     Npm { version: String, output: String },
     #[error("{what} failed: {output}")]
     Tool { what: String, output: String },
+    #[error(
+        "the installed @openai/codex@{version} is not the package pinned here: npm recorded {found:?}, the pin is {pinned}"
+    )]
+    Integrity {
+        version: String,
+        found: Option<String>,
+        pinned: String,
+    },
     #[error("{path} does not report version {version} (it says: {said})")]
     WrongVersion {
         path: PathBuf,
@@ -111,6 +142,10 @@ pub fn codex_bin(version: &str) -> Result<PathBuf, InstallError> {
             ),
         });
     }
+    if let Err(e) = check_integrity(&staging, version) {
+        let _ = fs::remove_dir_all(&staging);
+        return Err(e);
+    }
     let _ = fs::remove_dir_all(&dir);
     fs::rename(&staging, &dir).map_err(|source| InstallError::Cache {
         dir: dir.clone(),
@@ -124,6 +159,33 @@ pub fn codex_bin(version: &str) -> Result<PathBuf, InstallError> {
         });
     }
     Ok(bin)
+}
+
+/// Checks npm's record of what it installed into `prefix` against the pinned integrity of
+/// `@openai/codex@<version>` (npm itself checked the tarball against that record). A version
+/// with no pin passes: the pins cover the versions the suite runs against.
+fn check_integrity(prefix: &Path, version: &str) -> Result<(), InstallError> {
+    let Some((_, pinned)) = INTEGRITY.iter().find(|(v, _)| *v == version) else {
+        return Ok(());
+    };
+    let lock = prefix.join("node_modules").join(".package-lock.json");
+    let found = fs::read_to_string(&lock)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|v| {
+            v["packages"]["node_modules/@openai/codex"]["integrity"]
+                .as_str()
+                .map(str::to_owned)
+        });
+    if found.as_deref() == Some(*pinned) {
+        Ok(())
+    } else {
+        Err(InstallError::Integrity {
+            version: version.into(),
+            found,
+            pinned: (*pinned).into(),
+        })
+    }
 }
 
 /// `npm install <spec>` into the `prefix` directory, quietly.
@@ -174,6 +236,19 @@ impl Drop for FileLock<'_> {
         // SAFETY: as above.
         unsafe {
             libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_pinned_version_has_an_integrity_pin() {
+        for version in super::PINNED_VERSIONS {
+            assert!(
+                super::INTEGRITY.iter().any(|(v, _)| v == version),
+                "{version} is pinned without the registry's integrity"
+            );
         }
     }
 }

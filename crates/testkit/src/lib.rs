@@ -5,6 +5,8 @@
 //!   cache directory, once.
 //! - [`model`]: the scripted model server (replies, failure modes, recorded requests).
 //! - [`clients`]: the real MCP clients (Node and Python SDKs) and Node 22, from the registries.
+//! - [`daemon`]: a Codex daemon in a test's `CODEX_HOME` (stopped with its updater loop) and a
+//!   plain WebSocket client of its socket standing in for the TUI.
 //! - [`echo`]: a child's log lines echoed into the test's output, bounded.
 //! - [`exec`]: a thread made by `codex exec`, as another client would.
 //! - [`oauth`]: a fake ChatGPT OAuth token endpoint (rotating refresh tokens, counted).
@@ -22,6 +24,7 @@
 pub mod addrs;
 pub mod chaos;
 pub mod clients;
+pub mod daemon;
 pub mod echo;
 pub mod exec;
 pub mod fixtures;
@@ -41,16 +44,41 @@ pub use home::{CodexHome, HomeOptions};
 /// The token the tests give `codex-relay serve` (CODEX_RELAY_TOKEN) and their HTTP clients
 /// send; `serve` requires one by default.
 pub const RELAY_TEST_TOKEN: &str = "codex-relay-test-token-0123456789";
-pub use install::{NEWEST, OLDEST, PINNED_VERSIONS, codex_bin};
+pub use install::{NEWEST, OLDEST, PINNED_VERSIONS, PREVIOUS, codex_bin};
 pub use model::{Item, ModelServer, RecordedRequest, Reply, Usage as ScriptedUsage};
 
-/// Generates one `#[tokio::test]` per pinned Codex version for an
-/// `async fn scenario(version: &'static str)`, in a module named like the scenario.
+/// Generates one `#[tokio::test]` per main tested Codex version ([`NEWEST`] and the floor
+/// [`OLDEST`]) for an `async fn scenario(version: &'static str)`, in a module named like the
+/// scenario.
 #[macro_export]
 macro_rules! for_each_codex {
     ($($scenario:ident),* $(,)?) => {
         $(
             mod $scenario {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_171_0() {
+                    super::$scenario("0.171.0").await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_98_0() {
+                    super::$scenario("0.98.0").await
+                }
+            }
+        )*
+    };
+}
+
+/// As [`for_each_codex`], plus [`PREVIOUS`]: for the cheap scenarios (protocol-level, no
+/// relay) where running one more Codex costs seconds, not minutes.
+#[macro_export]
+macro_rules! for_every_pinned_codex {
+    ($($scenario:ident),* $(,)?) => {
+        $(
+            mod $scenario {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn codex_0_171_0() {
+                    super::$scenario("0.171.0").await
+                }
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn codex_0_169_0() {
                     super::$scenario("0.169.0").await

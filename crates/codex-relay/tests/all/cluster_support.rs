@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::common::{Bed, HttpRelay};
 use crate::http_support::{Client, Event};
 
-pub const NEWEST: &str = "0.169.0";
+pub const NEWEST: &str = codex_relay_testkit::NEWEST;
 pub const TURN: Duration = Duration::from_secs(90);
 /// The instances' lease in these tests: short, so failover is quick to show, and long enough
 /// that an instance on a loaded machine renews it on time (it stops its sessions when it

@@ -43,7 +43,7 @@ fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_s_remembered_prefix_is_an_option_on_the_api_and_on_mcp_forms() {
-    let bed = Bed::start("0.169.0").await;
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
     let ws = bed.home.workspace().to_path_buf();
     bed.model.route(
         "CR-HTTP",

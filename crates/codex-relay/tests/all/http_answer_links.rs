@@ -93,7 +93,7 @@ pub(crate) fn path_of(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_link_approves_its_request_once_without_a_login() {
-    let bed = Bed::start("0.169.0").await;
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
     let ws = bed.home.workspace().to_path_buf();
     bed.model.route(
         "MARK-LINK-A",

@@ -11,7 +11,7 @@ use crate::http_support::{Client, Event, Sse};
 use codex_relay_testkit::{Item, Reply};
 use serde_json::{Value, json};
 
-const NEWEST: &str = "0.169.0";
+const NEWEST: &str = codex_relay_testkit::NEWEST;
 const TURN: Duration = Duration::from_secs(90);
 
 fn ev_t(e: &Event) -> String {

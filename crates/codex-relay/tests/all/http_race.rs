@@ -10,7 +10,7 @@ use crate::http_support::Client;
 use codex_relay_testkit::Reply;
 use serde_json::json;
 
-const NEWEST: &str = "0.169.0";
+const NEWEST: &str = codex_relay_testkit::NEWEST;
 const TURN: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,7 +65,7 @@ fn ruled(events: &[Event]) -> Vec<(String, String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_from_the_file_and_the_api_answer_and_survive_a_restart() {
-    let bed = Bed::start("0.169.0").await;
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
     let ws = bed.home.workspace().to_path_buf();
     assert!(
         std::process::Command::new("git")

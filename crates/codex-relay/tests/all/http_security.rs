@@ -11,7 +11,7 @@ use crate::common::{Bed, HttpRelay, RELAY};
 use crate::http_support::Client;
 use serde_json::json;
 
-const NEWEST: &str = "0.169.0";
+const NEWEST: &str = codex_relay_testkit::NEWEST;
 
 fn code(r: &http_support::Resp) -> String {
     r.json()["error"]["code"]

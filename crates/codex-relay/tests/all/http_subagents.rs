@@ -14,7 +14,7 @@ const TURN: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_childs_approval_is_the_sessions_permission_request_and_a_deny_reaches_the_child() {
-    let bed = Bed::start("0.169.0").await;
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
     let ws = bed.home.workspace().to_path_buf();
     bed.model.route(
         "PARENT-H",

@@ -399,12 +399,12 @@ async fn the_relay_shows_clients_what_the_legacy_server_showed() {
     let (legacy, old, new) = tokio::join!(
         run(Target::Legacy),
         run(Target::Relay("0.98.0")),
-        run(Target::Relay("0.169.0")),
+        run(Target::Relay(codex_relay_testkit::NEWEST)),
     );
     let mut unexplained = Vec::new();
     for (target, t) in [
         (Target::Relay("0.98.0"), &old),
-        (Target::Relay("0.169.0"), &new),
+        (Target::Relay(codex_relay_testkit::NEWEST), &new),
     ] {
         for (key, want) in &legacy {
             let got = t.get(key).unwrap_or(&Value::Null);

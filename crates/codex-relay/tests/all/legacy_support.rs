@@ -1,5 +1,5 @@
 //! Support for the legacy differential tests: the three servers a scenario runs against (the
-//! real `codex mcp-server` of Codex 0.98, and `codex-relay mcp-server` on 0.98 and 0.169), the
+//! real `codex mcp-server` of Codex 0.98, and `codex-relay mcp-server` on 0.98 and the newest pinned Codex), the
 //! Node SDK client that drives them (`clients/node/legacy_driver.mjs`), and what of a call is
 //! compared once ids, times and paths are normalized.
 
@@ -229,8 +229,8 @@ pub struct Accepted {
     pub undo: fn(legacy: &Value, relay: &Value) -> Option<Value>,
 }
 
-fn relay_on_0_169(target: Target, _: &str) -> bool {
-    target == Target::Relay("0.169.0")
+fn relay_on_newest(target: Target, _: &str) -> bool {
+    target == Target::Relay(codex_relay_testkit::NEWEST)
 }
 
 /// The event lists of a scenario's calls that asked for a command approval.
@@ -255,10 +255,10 @@ pub const ACCEPTED: &[Accepted] = &[
         },
     },
     Accepted {
-        why: "Codex 0.169 starts the command item before it asks for approval, so \
+        why: "Codex 0.169 and later start the command item before it asks for approval, so \
               `exec_command_begin` comes just before `exec_approval_request`; 0.98 asks first. \
               Codex changed, not the relay",
-        applies: relay_on_0_169,
+        applies: relay_on_newest,
         parts: APPROVAL_EVENTS,
         undo: |_, relay| {
             let mut events = relay.as_array()?.clone();
@@ -276,10 +276,10 @@ pub const ACCEPTED: &[Accepted] = &[
         },
     },
     Accepted {
-        why: "a command denied or aborted on Codex 0.169 was already started (above), so its \
+        why: "a command denied or aborted on Codex 0.169 and later was already started (above), so its \
               item also ends (declined): `exec_command_begin` and `exec_command_end` follow \
               the approval request where 0.98, which never started it, sends neither",
-        applies: |target, key| relay_on_0_169(target, key) && matches!(key, "denied" | "abort"),
+        applies: |target, key| relay_on_newest(target, key) && matches!(key, "denied" | "abort"),
         parts: &["/events"],
         undo: |_, relay| {
             let mut events = relay.as_array()?.clone();
@@ -293,9 +293,9 @@ pub const ACCEPTED: &[Accepted] = &[
         },
     },
     Accepted {
-        why: "Codex 0.169 offers no apply_patch tool to the scripted provider, so there is no \
-              patch to approve on 0.169 (Codex changed); the patch scenario runs on 0.98 only",
-        applies: |target, key| relay_on_0_169(target, key) && key == "patch",
+        why: "Codex 0.169 and later offer no apply_patch tool to the scripted provider, so there is no \
+              patch to approve there (Codex changed); the patch scenario runs on 0.98 only",
+        applies: |target, key| relay_on_newest(target, key) && key == "patch",
         parts: &[""],
         undo: |legacy, relay| relay.is_null().then(|| legacy.clone()),
     },

@@ -65,7 +65,7 @@ async fn resolved_in_log(c: &Client, session: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rule_a_link_each_front_and_the_deadline_all_answer_through_one_door() {
-    let bed = Bed::start("0.169.0").await;
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
     let ws = bed.home.workspace().to_path_buf();
     std::fs::create_dir(ws.join("build")).unwrap();
     for (mark, cmd) in [

@@ -19,6 +19,8 @@
 //! - [`sockets`]: for an accepted TCP connection, the client's socket as the kernel knows it
 //!   (another machine, a local socket, or one nobody holds), over [`diag`] (socket
 //!   diagnostics).
+//! - [`daemon_socket`]: whether a Codex daemon's control socket may be trusted (this user's,
+//!   in a directory only this user can enter; served by a process of this user).
 //! - [`peers`]: whether the process holding a local client's socket descends from a relay or a
 //!   Codex tree; anything that cannot be checked counts as if it did.
 //!
@@ -29,6 +31,7 @@ compile_error!(
     "codex-relay runs on Linux only: a port implements the items of crates/codex/src/platform (see its module documentation)"
 );
 
+pub mod daemon_socket;
 pub mod diag;
 pub mod memory;
 pub mod peers;

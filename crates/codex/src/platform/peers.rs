@@ -44,22 +44,53 @@ impl PeerOwner {
     }
 }
 
-/// What counts as a relay: this process and the relays announced on this machine.
+/// What counts as a relay: this process and the relays announced on this machine; and the
+/// Codex daemons this relay attached to, whose commands are as untrusted as its own Codex's.
 #[derive(Debug, Clone)]
 pub struct Relays {
     pub me: Proc,
     pub others: Vec<Proc>,
+    pub daemons: Vec<Proc>,
 }
 
 impl Relays {
-    /// This process and every relay of this user announced on this machine.
+    /// This process, every relay of this user announced on this machine, and the daemons
+    /// this process attached to (those still running).
     pub fn current() -> Relays {
         let me = tree::own();
         let others = super::relays::list()
             .into_iter()
             .filter(|p| *p != me)
             .collect();
-        Relays { me, others }
+        let daemons = DAEMONS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .filter(|&(pid, start)| tree::stat(pid).is_some_and(|(_, s)| s == start))
+            .collect();
+        Relays {
+            me,
+            others,
+            daemons,
+        }
+    }
+}
+
+/// The Codex daemons this process attached to, as `(pid, start time)`.
+static DAEMONS: std::sync::Mutex<Vec<Proc>> = std::sync::Mutex::new(Vec::new());
+
+/// Counts everything process `pid` (a Codex daemon's app-server the relay attached to) runs
+/// as started by Codex: the peer check refuses connections from it, as from the relay's own
+/// Codex trees. Kept while that process runs.
+pub fn watch_daemon(pid: u32) {
+    let Some((_, start)) = tree::stat(pid) else {
+        return;
+    };
+    let mut daemons = DAEMONS.lock().unwrap_or_else(|e| e.into_inner());
+    daemons.retain(|&(p, s)| tree::stat(p).is_some_and(|(_, now)| now == s));
+    if !daemons.contains(&(pid, start)) {
+        daemons.push((pid, start));
     }
 }
 
@@ -168,7 +199,10 @@ fn search_order(relays: &Relays) -> Vec<(u32, u64, bool)> {
     // carries a tree's marker.
     let mut todo: Vec<usize> = Vec::new();
     for (i, &(pid, _, start)) in procs.iter().enumerate() {
-        if (pid, start) == relays.me || relays.others.contains(&(pid, start)) {
+        if (pid, start) == relays.me
+            || relays.others.contains(&(pid, start))
+            || relays.daemons.contains(&(pid, start))
+        {
             todo.extend(children.get(&pid).into_iter().flatten());
         } else if carries_marker(pid) {
             todo.push(i);
@@ -387,6 +421,12 @@ fn lineage(relays: &Relays, pid: u32, start: u64) -> Lineage {
         if relays.others.contains(&parent) {
             return Lineage::Inside(format!(
                 "it descends from process {ppid}, another codex-relay on this machine"
+            ));
+        }
+        if relays.daemons.contains(&parent) {
+            return Lineage::Inside(format!(
+                "it descends from process {ppid} ({}), the Codex daemon this relay is attached to",
+                command_line(ppid)
             ));
         }
         if carries_marker(ppid) {

@@ -11,6 +11,7 @@ fn relays_none() -> Relays {
     Relays {
         me: (0, 0),
         others: Vec::new(),
+        daemons: Vec::new(),
     }
 }
 
@@ -18,6 +19,7 @@ fn relays_me() -> Relays {
     Relays {
         me: tree::own(),
         others: Vec::new(),
+        daemons: Vec::new(),
     }
 }
 
@@ -98,6 +100,29 @@ fn a_childs_connection_is_inside_and_our_own_is_outside() {
 }
 
 #[test]
+fn a_descendant_of_an_attached_codex_daemon_is_inside() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // The daemon: this process, as a relay attached to it would record it.
+    let (child, conn) = holder(&listener, &[]);
+    let attached = Relays {
+        me: (0, 0),
+        others: Vec::new(),
+        daemons: vec![tree::own()],
+    };
+    let found = owner_until(&attached, conn, |o| matches!(o, PeerOwner::Inside { .. }));
+    assert!(
+        matches!(&found, PeerOwner::Inside { why, .. } if why.contains("the Codex daemon this relay is attached to")),
+        "{found:?}"
+    );
+    // Not attached: the same process is outside.
+    let found = owner_until(&relays_none(), conn, |o| {
+        !matches!(o, PeerOwner::Unchecked(_))
+    });
+    assert!(matches!(found, PeerOwner::Outside { .. }), "{found:?}");
+    stop(child);
+}
+
+#[test]
 fn a_descendant_of_another_relay_or_of_a_marked_process_is_inside() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     // Another relay: this process, announced.
@@ -105,6 +130,7 @@ fn a_descendant_of_another_relay_or_of_a_marked_process_is_inside() {
     let another = Relays {
         me: (0, 0),
         others: vec![tree::own()],
+        daemons: Vec::new(),
     };
     let found = owner_until(&another, conn, |o| matches!(o, PeerOwner::Inside { .. }));
     assert!(

@@ -44,7 +44,7 @@ fn errors(schema: &Value, instance: &Value) -> Vec<String> {
 
 #[test]
 fn seed_corpora_are_valid_codex_0_169_messages_and_parse_typed() {
-    let bin = common::codex_bin("0.169.0");
+    let bin = common::codex_bin(codex_relay_testkit::NEWEST);
     let dir = tempfile::tempdir().unwrap();
     let status = std::process::Command::new(&bin)
         .args([

@@ -15,4 +15,5 @@ mod real_lifecycle;
 mod real_threads;
 mod real_turns;
 mod schema;
+mod schema_gate;
 mod start_checks;

@@ -11,13 +11,13 @@ use codex_relay_codex::{AppServerConfig, CodexVersion};
 use codex_relay_protocol::RequestId;
 use codex_relay_protocol::jsonrpc::{OutgoingRequest, OutgoingResponse};
 use codex_relay_protocol::v2::*;
-use codex_relay_testkit::for_each_codex;
+use codex_relay_testkit::for_every_pinned_codex;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-for_each_codex!(requests_and_answers_match_the_generated_schema);
+for_every_pinned_codex!(requests_and_answers_match_the_generated_schema);
 
-fn generate_schema(bin: &Path, out: &Path) {
+pub(crate) fn generate_schema(bin: &Path, out: &Path) {
     let status = std::process::Command::new(bin)
         .args([
             "app-server",

@@ -63,6 +63,9 @@ pub(crate) struct Actor {
     pub slot: Option<SlotGuard>,
     pub cmds: mpsc::Receiver<Box<dyn Job>>,
     pub server: Option<Arc<AppServer>>,
+    /// The Codex daemon's connection, for a session whose thread lives there (attach.rs):
+    /// its verbs go there, without overrides, and it is never resumed in the relay's Codex.
+    pub attached: Option<codex_relay_codex::Peer>,
     pub sub: Option<Subscription>,
     pub tools: HashMap<String, Arc<dyn ToolHandler>>,
     /// File changes announced by `item/started` in the running turn, by item id, so a
@@ -148,6 +151,9 @@ impl Actor {
     }
 
     async fn say(&mut self, input: SayInput) -> Result<SayOutcome, RelayError> {
+        if crate::attach::lives_on_daemon(&self.shared) {
+            return self.say_on_daemon(input).await;
+        }
         // A dormant (restored) session takes a slot when it is used again, and keeps it once
         // its thread is loaded in Codex; if that fails the guard is dropped and the slot freed.
         let claimed = match self.slot {
@@ -201,6 +207,50 @@ impl Actor {
         Ok(SayOutcome::Started { turn_id: turn.id })
     }
 
+    /// A message to a thread of the Codex daemon, asked by the user: steers the running turn
+    /// or starts one, with nothing but the input (an override would persist for the
+    /// terminal's later turns).
+    async fn say_on_daemon(&mut self, input: SayInput) -> Result<SayOutcome, RelayError> {
+        let Some(peer) = self.attached.clone() else {
+            return Err(RelayError::Unavailable {
+                instance: "codex-daemon".into(),
+                why: format!(
+                    "session {} lives on a Codex daemon the relay is not attached to now; it reattaches when the daemon answers",
+                    self.shared.id
+                ),
+            });
+        };
+        let items = input.to_input();
+        if let Some(turn) = self.shared.current_turn() {
+            let steer = codex_relay_protocol::v2::TurnSteerParams {
+                thread_id: self.shared.id.clone(),
+                expected_turn_id: turn.clone(),
+                input: items.clone(),
+            };
+            if peer
+                .call::<codex_relay_protocol::v2::TurnSteer>(&steer)
+                .await
+                .is_ok()
+            {
+                return Ok(SayOutcome::Steered { turn_id: turn });
+            }
+        }
+        let params = TurnStartParams {
+            thread_id: self.shared.id.clone(),
+            input: items,
+            output_schema: input.output_schema.clone(),
+            ..Default::default()
+        };
+        let turn = peer
+            .call::<codex_relay_protocol::v2::TurnStart>(&params)
+            .await?
+            .turn;
+        self.shared
+            .turn_started(&turn.id, input.output_schema.is_some());
+        self.shared.persist();
+        Ok(SayOutcome::Started { turn_id: turn.id })
+    }
+
     /// The running turns of the session's thread and of its sub-agents: `(thread, turn)`.
     pub(super) fn running_turns(&self) -> Vec<(String, String)> {
         let own = self
@@ -222,9 +272,20 @@ impl Actor {
     /// returned future owns what it needs, so it can run apart from the actor.
     fn interrupt(&self) -> impl std::future::Future<Output = Result<bool, RelayError>> + use<> {
         let server = self.server.clone();
+        let daemon = self.attached.clone();
         let turns = self.running_turns();
         let shared = self.shared.clone();
         async move {
+            // On the daemon, only the thread's own turn, and only because the user asked.
+            if let (Some(peer), Some((thread, turn))) = (daemon, turns.first()) {
+                let params = codex_relay_protocol::v2::TurnInterruptParams {
+                    thread_id: thread.clone(),
+                    turn_id: turn.clone(),
+                };
+                peer.call::<codex_relay_protocol::v2::TurnInterrupt>(&params)
+                    .await?;
+                return Ok(true);
+            }
             let Some(server) = server else {
                 return Ok(false);
             };
@@ -267,6 +328,15 @@ impl Actor {
                             crate::decider::Decider::TurnEnded,
                             "the turn ended before anyone answered",
                         );
+                    }
+                    if self.attached.is_some()
+                        && let ServerNotification::ServerRequestResolved(r) = &n.notification
+                    {
+                        // Another client of the daemon answered first: the relay's card goes.
+                        self.shared.push_raw_all(std::mem::take(&mut raws));
+                        self.shared.append_all(std::mem::take(&mut events));
+                        self.broker
+                            .withdraw_answered_elsewhere(&self.shared.id, &r.request_id);
                     }
                     self.on_notification(&n.notification, &mut events);
                     persist |= matches!(n.notification, ServerNotification::TurnCompleted(_));
@@ -388,7 +458,13 @@ impl Actor {
             });
             return;
         }
-        match &self.server {
+        let server = match (&self.server, &self.attached) {
+            (Some(server), _) => Some(Arc::downgrade(server)),
+            // The daemon's: no process of the relay's own behind it.
+            (None, Some(_)) => Some(std::sync::Weak::new()),
+            (None, None) => None,
+        };
+        match server {
             Some(server) => {
                 let changes = match req.request() {
                     ServerRequest::FileChangeApproval(p) => {
@@ -402,8 +478,7 @@ impl Actor {
                     .filter(|t| *t != self.shared.id)
                     .map(|t| self.shared.origin(t));
                 let sink: Arc<dyn crate::broker::PendingSink> = self.shared.clone();
-                self.broker
-                    .open(&sink, Arc::downgrade(server), req, changes, origin);
+                self.broker.open(&sink, server, req, changes, origin);
             }
             None => drop(req), // answered fail-closed by its responder
         }
@@ -428,7 +503,12 @@ impl Actor {
     fn codex_gone(&mut self, why: String) {
         self.sub = None;
         self.server = None;
-        let message = format!("Codex exited: {why}");
+        let message = match self.attached.take() {
+            Some(_) => format!(
+                "the Codex daemon this session lives on went away ({why}); the relay reattaches when it returns"
+            ),
+            None => format!("Codex exited: {why}"),
+        };
         self.broker.fail_session(
             &self.shared.id,
             crate::decider::Decider::CodexExit,
@@ -493,7 +573,19 @@ impl ActorOp for Close {
         Box::pin(async move {
             // Closing a session closes its sub-agents: their turns are interrupted and their
             // requests resolved with the session's.
-            if !self.force {
+            if let Some(peer) = actor.attached.take() {
+                // Only the relay stops following: the thread and its turn go on in the daemon.
+                let thread = actor.shared.id.clone();
+                tokio::spawn(async move {
+                    let _ = peer
+                        .request(
+                            "thread/unsubscribe",
+                            &serde_json::json!({"threadId": thread}),
+                            None,
+                        )
+                        .await;
+                });
+            } else if !self.force {
                 let _ = tokio::time::timeout(Duration::from_secs(3), actor.interrupt()).await;
             } else if let Some(server) = &actor.server {
                 for (thread, turn) in actor.running_turns() {

@@ -64,6 +64,7 @@ impl SessionShared {
             created_at: s.created_at,
             updated_at: s.updated_at,
             store_fault: self.store.fault(),
+            attached: s.meta.attached.clone(),
         }
     }
 

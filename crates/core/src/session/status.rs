@@ -90,4 +90,8 @@ pub struct SessionSnapshot {
     /// whether Codex is paused (the live view goes on; nothing is lost once it takes writes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_fault: Option<crate::store::StoreFault>,
+    /// A thread of the Codex daemon the relay attached to (see docs/ATTACH.md): where, and
+    /// whether the relay follows it now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<crate::attach::Attached>,
 }

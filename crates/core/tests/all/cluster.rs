@@ -16,7 +16,7 @@ const LONG: Duration = Duration::from_secs(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_answers_says_and_closes_through_the_owner_codex_0_169_0() {
-    answers_says_and_closes_through_the_owner("0.169.0").await
+    answers_says_and_closes_through_the_owner(codex_relay_testkit::NEWEST).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

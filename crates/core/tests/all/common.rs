@@ -233,11 +233,11 @@ macro_rules! matrix {
             mod $scenario {
                 use $crate::common::Backend;
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn codex_0_169_0_sqlite() { super::$scenario("0.169.0", Backend::Sqlite).await }
+                async fn codex_0_171_0_sqlite() { super::$scenario("0.171.0", Backend::Sqlite).await }
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn codex_0_98_0_sqlite() { super::$scenario("0.98.0", Backend::Sqlite).await }
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn codex_0_169_0_postgres() { super::$scenario("0.169.0", Backend::Postgres).await }
+                async fn codex_0_171_0_postgres() { super::$scenario("0.171.0", Backend::Postgres).await }
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn codex_0_98_0_postgres() { super::$scenario("0.98.0", Backend::Postgres).await }
             }

@@ -26,7 +26,8 @@ async fn codex_sigkilled_repeatedly_is_given_up_after_the_limit_with_a_typed_err
     common::init_tracing();
     let model = ModelServer::start().await;
     let home = CodexHome::new(model.url());
-    let bin = codex_relay_testkit::codex_bin("0.169.0").expect("pinned Codex installs");
+    let bin =
+        codex_relay_testkit::codex_bin(codex_relay_testkit::NEWEST).expect("pinned Codex installs");
     let mut config = RelayConfig::new(
         AppServerConfig::new(bin).codex_home(home.path()),
         home.root().join("relay.db").display().to_string(),

@@ -326,7 +326,7 @@ codex_relay_testkit::for_each_codex!(
 async fn without_the_relays_refresher_codex_processes_spend_the_refresh_token_more_than_once() {
     let bed = bed().await;
     let store = bed.home.root().join("relay.db").display().to_string();
-    let relay = Relay::open(bed.config("0.169.0", store, AuthConfig::default()))
+    let relay = Relay::open(bed.config(codex_relay_testkit::NEWEST, store, AuthConfig::default()))
         .await
         .expect("relay opens");
     let ids = start_sessions(&bed, &relay, &markers("control", SESSIONS)).await;

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod attach;
 mod auth;
 mod cluster;
 mod crash_loop;

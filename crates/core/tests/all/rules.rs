@@ -170,7 +170,7 @@ async fn rules_answer_before_a_human_and_survive_a_restart(
         "deny".to_owned(),
         true,
     );
-    if version == "0.169.0" {
+    if version != codex_relay_testkit::OLDEST {
         assert_eq!(
             ruled,
             vec![
@@ -217,7 +217,11 @@ async fn rules_answer_before_a_human_and_survive_a_restart(
     assert!(home.workspace().join("notes.txt").exists());
     let counts = relay.rule_counts();
     assert_eq!(counts.denied.load(std::sync::atomic::Ordering::Relaxed), 1);
-    let allowed = if version == "0.169.0" { 1 } else { 0 };
+    let allowed = if version != codex_relay_testkit::OLDEST {
+        1
+    } else {
+        0
+    };
     assert_eq!(
         counts.allowed.load(std::sync::atomic::Ordering::Relaxed),
         allowed

@@ -364,7 +364,7 @@ async fn postgres_restarts_mid_turn(version: &'static str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_is_stopped_and_started_mid_turn_codex_0_169_0() {
-    postgres_restarts_mid_turn("0.169.0").await
+    postgres_restarts_mid_turn(codex_relay_testkit::NEWEST).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -560,7 +560,7 @@ async fn the_queue_fills_during_a_lock(version: &'static str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_fills_during_a_lock_and_the_session_says_codex_is_paused_codex_0_169_0() {
-    the_queue_fills_during_a_lock("0.169.0").await
+    the_queue_fills_during_a_lock(codex_relay_testkit::NEWEST).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -76,7 +76,7 @@ mod live_deltas {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn codex_0_169_0() {
-        command_output_streams_as_deltas("0.169.0").await
+        command_output_streams_as_deltas(codex_relay_testkit::NEWEST).await
     }
 
     // Codex 0.98 sends no `item/commandExecution/outputDelta` for such a command (observed):
@@ -158,7 +158,7 @@ mod limits_and_close {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn codex_0_169_0() {
-        the_cap_and_closing_mid_approval("0.169.0").await
+        the_cap_and_closing_mid_approval(codex_relay_testkit::NEWEST).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,7 +290,7 @@ mod dynamic_tools {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn codex_0_169_0() {
-        handler_and_broker_tools("0.169.0").await
+        handler_and_broker_tools(codex_relay_testkit::NEWEST).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -386,7 +386,7 @@ mod questions {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn codex_0_169_0() {
-        a_question_is_answered_with_one_of_its_options("0.169.0").await
+        a_question_is_answered_with_one_of_its_options(codex_relay_testkit::NEWEST).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -239,7 +239,8 @@ async fn a_pending_request_is_notified_once_after_the_receiver_was_down_and_its_
     );
     let mut rx = Receiver::start().await;
     let base = format!("http://127.0.0.1:{}", rx.port);
-    let bin = codex_relay_testkit::codex_bin("0.169.0").expect("pinned Codex installs");
+    let bin =
+        codex_relay_testkit::codex_bin(codex_relay_testkit::NEWEST).expect("pinned Codex installs");
     let mut config = RelayConfig::new(
         AppServerConfig::new(bin).codex_home(home.path()),
         home.root().join("relay.db").display().to_string(),

@@ -6,6 +6,7 @@ mod item;
 mod misc;
 mod notification;
 mod server_request;
+pub mod surface;
 mod thread;
 mod turn;
 

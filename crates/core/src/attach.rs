@@ -1,0 +1,407 @@
+//! Sessions that live on a Codex daemon the relay attached to (`codex app-server daemon
+//! start`, which the `codex` TUI uses): one more place a session can live. A task holds the
+//! connection ([`codex_relay_codex::daemon::Daemon`]; reconnecting with backoff), lists the
+//! daemon's threads as sessions marked attached, and follows the live ones (`thread/resume`
+//! subscribes, without overrides): their events go through the mapper into the same log, their
+//! requests through the same broker (rules, notifications, links, every front). The relay
+//! never passes overrides on these threads and never stops the daemon; what it lets go of a
+//! request is left to the daemon's other clients (see `PeerConfig::shared`). The first answer
+//! wins both ways: the relay's answer resolves the terminal's prompt, and the terminal's
+//! (`serverRequest/resolved`) withdraws the relay's card.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use codex_relay_codex::daemon::{AttachError, Daemon};
+use codex_relay_codex::{AppServerConfig, Peer, PeerEvent};
+use codex_relay_protocol::v2::{
+    ServerNotification, Thread, ThreadList, ThreadListParams, ThreadRead, ThreadReadParams,
+    ThreadResume, ThreadResumeParams,
+};
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::relay::Relay;
+use crate::session::{Actor, Door, Flow, Job, SessionHandle, SessionShared};
+
+/// Where an attached session lives, as the session's metadata (and every front) shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attached {
+    /// The daemon's control socket.
+    pub socket: String,
+    pub state: AttachState,
+    /// The daemon's app-server process, while attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_pid: Option<u32>,
+}
+
+/// Whether the relay follows an attached thread now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AttachState {
+    /// Followed: its events and requests reach the relay.
+    Live,
+    /// Known to the daemon but not loaded (it unloads 60 s after its last client left):
+    /// followed again when a client resumes it.
+    Idle,
+    /// The daemon is gone (or unreachable); the relay reconnects with backoff.
+    Detached,
+}
+
+/// The backoff between attempts to reach the daemon.
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// How long connecting and initializing may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The recent threads listed on attaching.
+const RECENT: u32 = 50;
+
+/// Asks the attachment's task to end.
+#[derive(Clone)]
+struct CancellationToken(tokio::sync::watch::Sender<bool>);
+
+impl CancellationToken {
+    fn new() -> Self {
+        Self(tokio::sync::watch::Sender::new(false))
+    }
+
+    fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+
+    fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    async fn cancelled(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+}
+
+/// The running attachment: dropping it (or [`AttachHandle::stop`]) ends the task and closes
+/// the connection; the daemon keeps running.
+pub struct AttachHandle {
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl AttachHandle {
+    /// Ends the attachment and waits for its task.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for AttachHandle {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Relay {
+    /// Attaches to the Codex daemon at `socket` and keeps attached until the handle is
+    /// dropped: its threads become sessions of this relay marked attached. A refused socket
+    /// (another user's, or in a directory others can enter) is logged with the reason and
+    /// tried again like an absent daemon (the user may fix it).
+    pub fn attach(&self, socket: PathBuf) -> AttachHandle {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(keep_attached(self.clone(), socket, stop.clone()));
+        AttachHandle {
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// The session of an attached thread: the one this relay has (marked attached now), or a
+    /// new one; `None` for a thread the relay runs in its own Codex (the daemon lists every
+    /// thread of its `CODEX_HOME`, the relay's too when they share one).
+    fn attached_session(&self, thread: &Thread, attached: &Attached) -> Option<SessionHandle> {
+        if let Some(h) = self.inner.get(&thread.id) {
+            // Not attached: the relay's own.
+            h.shared.meta().attached.as_ref()?;
+            mark(&h.shared, attached.clone());
+            return Some(h);
+        }
+        let meta = crate::views::SessionMeta {
+            attached: Some(attached.clone()),
+            resumed_from_codex: true,
+            ..Default::default()
+        };
+        let state = SessionShared::fresh_state(thread.cwd.clone(), None, meta);
+        let shared = SessionShared::new(
+            thread.id.clone(),
+            self.inner.store.clone(),
+            self.inner.config.event_buffer,
+            state,
+        );
+        shared.persist();
+        // No slot: the thread runs in the daemon, not in a Codex of this relay.
+        Some(self.spawn_session(shared, None, &[], None))
+    }
+
+    /// Every session of this relay attached through `socket`.
+    fn attached_sessions(&self, socket: &str) -> Vec<SessionHandle> {
+        self.inner
+            .handles()
+            .into_iter()
+            .filter(|h| h.shared.meta().attached.is_some_and(|a| a.socket == socket))
+            .collect()
+    }
+}
+
+/// Records where the session lives now, and stores it.
+fn mark(shared: &SessionShared, attached: Attached) {
+    let changed = shared.with_state(|s| {
+        let changed = s.meta.attached.as_ref() != Some(&attached);
+        s.meta.attached = Some(attached);
+        changed
+    });
+    if changed {
+        shared.persist();
+    }
+}
+
+async fn keep_attached(relay: Relay, socket: PathBuf, stop: CancellationToken) {
+    let shown = socket.display().to_string();
+    let mut client = AppServerConfig::new("codex");
+    client.client_name = "codex-relay".into();
+    let mut wait = FIRST_RETRY;
+    let mut last_error = String::new();
+    // Sessions attached before a restart are detached until the daemon answers.
+    for h in relay.attached_sessions(&shown) {
+        mark(&h.shared, detached(&shown));
+    }
+    loop {
+        let attempt = tokio::select! {
+            _ = stop.cancelled() => return,
+            a = Daemon::attach(&socket, &client, CONNECT_TIMEOUT) => a,
+        };
+        match attempt {
+            Ok(daemon) => {
+                wait = FIRST_RETRY;
+                last_error.clear();
+                tracing::info!(socket = %shown, pid = daemon.pid(), "attached to the Codex daemon");
+                follow_daemon(&relay, &daemon, &shown, &stop).await;
+                for h in relay.attached_sessions(&shown) {
+                    mark(&h.shared, detached(&shown));
+                }
+                if stop.is_cancelled() {
+                    return;
+                }
+                tracing::warn!(socket = %shown, "the Codex daemon went away; its threads are detached until it returns");
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if text != last_error {
+                    match &e {
+                        AttachError::Refused { .. } => tracing::error!("{text}"),
+                        _ => tracing::info!("{text}"),
+                    }
+                    last_error = text;
+                }
+            }
+        }
+        // Jittered, so several relays do not knock in step.
+        let jitter = Duration::from_millis(u64::from(std::process::id() % 250));
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(wait + jitter) => {}
+        }
+        wait = (wait * 2).min(MAX_RETRY);
+    }
+}
+
+fn detached(socket: &str) -> Attached {
+    Attached {
+        socket: socket.to_owned(),
+        state: AttachState::Detached,
+        daemon_pid: None,
+    }
+}
+
+/// Follows one connection until it closes (or the relay stops): the recent threads first, then
+/// every thread another client starts or resumes.
+async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &CancellationToken) {
+    let peer = daemon.peer().clone();
+    let mut lifecycle = peer.watch_threads();
+    let at = |state| Attached {
+        socket: socket.to_owned(),
+        state,
+        daemon_pid: Some(daemon.pid()),
+    };
+    let params = ThreadListParams {
+        limit: Some(RECENT),
+        source_kinds: Some(
+            ["cli", "vscode", "exec", "appServer", "unknown"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    match daemon.call::<ThreadList>(&params).await {
+        Ok(page) => {
+            for thread in page.data.iter().filter(|t| t.spawned_by().is_none()) {
+                let loaded = thread
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.get("type"))
+                    .and_then(|t| t.as_str())
+                    .is_some_and(|t| t != "notLoaded");
+                let h = relay.attached_session(thread, &at(AttachState::Idle));
+                if let Some(h) = h.filter(|_| loaded) {
+                    follow(&h, &peer, &at(AttachState::Live)).await;
+                }
+            }
+        }
+        Err(e) => tracing::warn!(socket, "thread/list on the Codex daemon failed: {e}"),
+    }
+    loop {
+        let event = tokio::select! {
+            _ = stop.cancelled() => return,
+            e = lifecycle.recv() => e,
+        };
+        let n = match event {
+            Some(PeerEvent::Notification(n)) => n.notification,
+            Some(PeerEvent::Request(_)) => continue,
+            Some(PeerEvent::Closed(_)) | None => return,
+        };
+        match &n {
+            // A thread another client started: known now, followed once it runs a turn
+            // (resuming it before its first turn fails: it has no rollout yet).
+            ServerNotification::ThreadStarted(t) if t.thread.spawned_by().is_none() => {
+                relay.attached_session(&t.thread, &at(AttachState::Idle));
+            }
+            ServerNotification::ThreadStatusChanged(s) => {
+                let kind = s.status.get("type").and_then(|t| t.as_str());
+                let h = match relay.inner.get(&s.thread_id) {
+                    Some(h) => h,
+                    // Started before the relay attached, and not listed yet then (its first
+                    // turn had not been written): known from now on.
+                    None if kind == Some("active") => {
+                        let Some(thread) = read_thread(&peer, &s.thread_id).await else {
+                            continue;
+                        };
+                        match relay.attached_session(&thread, &at(AttachState::Idle)) {
+                            Some(h) => h,
+                            None => continue,
+                        }
+                    }
+                    None => continue,
+                };
+                let attached = h.shared.meta().attached;
+                let Some(attached) = attached.filter(|a| a.socket == socket) else {
+                    continue;
+                };
+                match kind {
+                    Some("active") if attached.state != AttachState::Live => {
+                        follow(&h, &peer, &at(AttachState::Live)).await;
+                    }
+                    Some("notLoaded") => mark(&h.shared, at(AttachState::Idle)),
+                    _ => {}
+                }
+            }
+            ServerNotification::Unknown { method, params } if method == "thread/closed" => {
+                if let Some(h) = params
+                    .get("threadId")
+                    .and_then(|t| t.as_str())
+                    .and_then(|t| relay.inner.get(t))
+                    && h.shared.meta().attached.is_some_and(|a| a.socket == socket)
+                {
+                    mark(&h.shared, at(AttachState::Idle));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A thread as the daemon describes it (`thread/read`), unless it is a sub-agent's (those are
+/// followed with the thread that spawned them).
+async fn read_thread(peer: &Peer, id: &str) -> Option<Thread> {
+    let params = ThreadReadParams {
+        thread_id: id.to_owned(),
+        include_turns: false,
+    };
+    match peer.call::<ThreadRead>(&params).await {
+        Ok(r) if r.thread.spawned_by().is_none() => Some(r.thread),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::info!(thread = id, "thread/read on the Codex daemon failed: {e}");
+            None
+        }
+    }
+}
+
+/// Has the session's actor take the thread's events and requests from the daemon, then
+/// subscribes (`thread/resume` with nothing but the thread's id: never an override), off the
+/// caller's task. A pending request is replayed to the relay by the resume. A thread that has
+/// just started its first turn may have no rollout yet (`no rollout found`): tried again, with
+/// backoff, a few times.
+async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
+    let Door::Actor(jobs) = &h.door else {
+        return;
+    };
+    if jobs
+        .send(Box::new(Follow { peer: peer.clone() }))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let (h, peer, attached) = (h.clone(), peer.clone(), attached.clone());
+    tokio::spawn(async move {
+        let params = ThreadResumeParams {
+            thread_id: h.id().to_owned(),
+            ..Default::default()
+        };
+        let mut wait = Duration::from_millis(100);
+        for attempt in 1..=RESUME_ATTEMPTS {
+            match peer.call::<ThreadResume>(&params).await {
+                Ok(_) => {
+                    mark(&h.shared, attached);
+                    return;
+                }
+                Err(e) if e.is_closed() || attempt == RESUME_ATTEMPTS => {
+                    tracing::info!(session = %h.id(), "following the daemon's thread failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    });
+}
+
+/// How many times `thread/resume` is tried for one thread.
+const RESUME_ATTEMPTS: u32 = 8;
+
+/// Points a session's actor at the daemon's connection.
+struct Follow {
+    peer: Peer,
+}
+
+impl Job for Follow {
+    fn run(self: Box<Self>, actor: &mut Actor) -> BoxFuture<'_, Flow> {
+        // Already following on this connection: the subscription (and what it holds) stays.
+        if !actor.attached.as_ref().is_some_and(|p| p.same(&self.peer)) || actor.sub.is_none() {
+            actor.sub = Some(self.peer.subscribe_thread(&actor.shared.id));
+            actor.attached = Some(self.peer);
+        }
+        Box::pin(std::future::ready(Flow::Continue))
+    }
+}
+
+/// Whether a session's thread lives on a daemon (its metadata says so), for the actor's
+/// verbs: such a thread is never resumed in the relay's own Codex.
+pub(crate) fn lives_on_daemon(shared: &Arc<SessionShared>) -> bool {
+    shared.meta().attached.is_some()
+}
