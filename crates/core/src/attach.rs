@@ -20,35 +20,10 @@ use codex_relay_protocol::v2::{
     ThreadResume, ThreadResumeParams,
 };
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 
 use crate::relay::Relay;
 use crate::session::{Actor, Door, Flow, Job, SessionHandle, SessionShared};
-
-/// Where an attached session lives, as the session's metadata (and every front) shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Attached {
-    /// The daemon's control socket.
-    pub socket: String,
-    pub state: AttachState,
-    /// The daemon's app-server process, while attached.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub daemon_pid: Option<u32>,
-}
-
-/// Whether the relay follows an attached thread now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum AttachState {
-    /// Followed: its events and requests reach the relay.
-    Live,
-    /// Known to the daemon but not loaded (it unloads 60 s after its last client left):
-    /// followed again when a client resumes it.
-    Idle,
-    /// The daemon is gone (or unreachable); the relay reconnects with backoff.
-    Detached,
-}
+pub use crate::views::{AttachState, Attached};
 
 /// The backoff between attempts to reach the daemon.
 const FIRST_RETRY: Duration = Duration::from_millis(500);

@@ -26,7 +26,7 @@ pub struct SessionMeta {
     /// The session is a thread of a Codex daemon the relay attached to (the one the terminal
     /// uses): it lives there, not in the relay's own Codex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attached: Option<crate::attach::Attached>,
+    pub attached: Option<Attached>,
     /// The directory the next `turn/start` moves the thread to (a moved session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_cwd: Option<String>,
@@ -119,4 +119,29 @@ pub struct AgentInfo {
     /// Its running turn, if any (not stored: after a restart nothing runs).
     #[serde(skip)]
     pub turn: Option<String>,
+}
+
+/// Where an attached session lives, as the session's metadata (and every front) shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attached {
+    /// The daemon's control socket.
+    pub socket: String,
+    pub state: AttachState,
+    /// The daemon's app-server process, while attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_pid: Option<u32>,
+}
+
+/// Whether the relay follows an attached thread now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AttachState {
+    /// Followed: its events and requests reach the relay.
+    Live,
+    /// Known to the daemon but not loaded (it unloads 60 s after its last client left):
+    /// followed again when a client resumes it.
+    Idle,
+    /// The daemon is gone (or unreachable); the relay reconnects with backoff.
+    Detached,
 }
