@@ -281,8 +281,19 @@ pub fn phase_of_error_info(info: &Value) -> Phase {
 /// its message names (`unexpected status 401 Unauthorized: ...`).
 fn phase_of_message(message: &str) -> Phase {
     let m = message.to_ascii_lowercase();
+    // The status Codex names (`unexpected status 401 Unauthorized`) decides; the bare digits
+    // elsewhere in the message (a port in its URL: `127.0.0.1:42931`) do not.
+    let named = m.split("status ").skip(1).find_map(|rest| {
+        let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        code.parse::<u16>().ok()
+    });
+    match named {
+        Some(429) => return Phase::Budget,
+        Some(400 | 401 | 403 | 404) => return Phase::Request,
+        _ => {}
+    }
     let budget = [
-        "429",
+        "429 too many requests",
         "too many requests",
         "rate limit",
         "usage limit",
@@ -427,5 +438,26 @@ mod tests {
         assert_eq!(Error::turn_failed(old, None).phase(), Phase::Request);
         let other = json!({"message": "the model gave up", "codexErrorInfo": "other"});
         assert_eq!(Error::turn_failed(other, None).phase(), Phase::Response);
+    }
+
+    /// The digits of a port in the URL Codex quotes are not a status: a 401 from a model
+    /// server on port 42931 is a request error, not a 429's budget error (the suite met it).
+    #[test]
+    fn a_port_in_the_message_is_not_a_status() {
+        let at = |m: &str| json!({"message": m, "codexErrorInfo": "other"});
+        let unauthorized = at(
+            "unexpected status 401 Unauthorized: bad key, url: http://127.0.0.1:42931/v1/responses",
+        );
+        assert_eq!(
+            Error::turn_failed(unauthorized, None).phase(),
+            Phase::Request
+        );
+        let limited = at(
+            "unexpected status 429 Too Many Requests: slow down, url: http://127.0.0.1:40101/v1/responses",
+        );
+        assert_eq!(Error::turn_failed(limited, None).phase(), Phase::Budget);
+        let failed =
+            at("unexpected status 500 Internal Server Error, url: http://127.0.0.1:4290/x");
+        assert_eq!(Error::turn_failed(failed, None).phase(), Phase::Response);
     }
 }
