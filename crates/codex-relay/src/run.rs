@@ -291,16 +291,6 @@ fn answer_question(ctx: &RunCtx, view: PendingView, question: Question) {
     });
 }
 
-fn minus(after: &Usage, before: &Usage) -> Usage {
-    Usage {
-        input_tokens: after.input_tokens - before.input_tokens,
-        cached_input_tokens: after.cached_input_tokens - before.cached_input_tokens,
-        output_tokens: after.output_tokens - before.output_tokens,
-        reasoning_output_tokens: after.reasoning_output_tokens - before.reasoning_output_tokens,
-        total_tokens: after.total_tokens - before.total_tokens,
-    }
-}
-
 /// The raw error object of the turn's end (or its last fatal `error` notification), from the
 /// raw Codex lines the session keeps.
 fn raw_turn_error(ctx: &RunCtx, turn: &str) -> Option<Value> {
@@ -423,7 +413,7 @@ fn finish(
         status,
         usage: TurnUsage {
             // Summed over the turn's model requests by the engine.
-            turn: seen.turn_usage.unwrap_or_else(|| minus(&thread, &before)),
+            turn: seen.turn_usage.unwrap_or_else(|| thread.since(&before)),
             thread,
         },
         events: seen.events,

@@ -100,6 +100,19 @@ pub struct Usage {
     pub total_tokens: i64,
 }
 
+impl Usage {
+    /// What was used since `before` (an earlier reading of the same running total).
+    pub fn since(&self, before: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens - before.input_tokens,
+            cached_input_tokens: self.cached_input_tokens - before.cached_input_tokens,
+            output_tokens: self.output_tokens - before.output_tokens,
+            reasoning_output_tokens: self.reasoning_output_tokens - before.reasoning_output_tokens,
+            total_tokens: self.total_tokens - before.total_tokens,
+        }
+    }
+}
+
 /// The event itself, tagged by `t`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "kebab-case")]

@@ -48,7 +48,7 @@ impl Spend {
         prices: Option<&Prices>,
     ) -> Usage {
         let delta = match self.totals.get(thread) {
-            Some(prev) if not_below(total, prev) => minus(total, prev),
+            Some(prev) if not_below(total, prev) => total.since(prev),
             _ => last.clone(),
         };
         self.totals.insert(thread.to_owned(), total.clone());
@@ -120,16 +120,6 @@ fn not_below(a: &Usage, b: &Usage) -> bool {
         && a.output_tokens >= b.output_tokens
         && a.reasoning_output_tokens >= b.reasoning_output_tokens
         && a.total_tokens >= b.total_tokens
-}
-
-fn minus(a: &Usage, b: &Usage) -> Usage {
-    Usage {
-        input_tokens: a.input_tokens - b.input_tokens,
-        cached_input_tokens: a.cached_input_tokens - b.cached_input_tokens,
-        output_tokens: a.output_tokens - b.output_tokens,
-        reasoning_output_tokens: a.reasoning_output_tokens - b.reasoning_output_tokens,
-        total_tokens: a.total_tokens - b.total_tokens,
-    }
 }
 
 pub(crate) fn add(a: &mut Usage, b: &Usage) {
