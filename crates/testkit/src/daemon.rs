@@ -131,7 +131,10 @@ pub struct TuiClient {
 impl TuiClient {
     /// Connects and initializes as `name`.
     pub async fn connect(socket: &Path, name: &str) -> TuiClient {
-        let stream = tokio::net::UnixStream::connect(socket)
+        // Through the link's target, as the TUI and the relay connect: `$CODEX_HOME/...` under
+        // a long HOME is past a socket address's 108 bytes, the daemon's own directory is not.
+        let real = std::fs::canonicalize(socket).expect("the daemon's socket resolves");
+        let stream = tokio::net::UnixStream::connect(&real)
             .await
             .expect("connect to the daemon's socket");
         let (ws, _) = tokio_tungstenite::client_async("ws://localhost/", stream)
