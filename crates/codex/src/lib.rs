@@ -15,6 +15,7 @@
 //!   version-aware values.
 
 pub mod app_server;
+mod backoff;
 mod codec;
 pub mod daemon;
 pub mod error;
