@@ -86,14 +86,18 @@ fn last_end(status: &Value) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Waits (5 s at most) for the processes whose command line carries `marker` to go.
+/// Waits (60 s at most: a loaded machine reaps slowly) for the processes whose command line
+/// carries `marker` to go.
 async fn gone(marker: &str) {
     let mut left = codex_relay_testkit::procs::pids_with_cmdline(marker);
-    for _ in 0..50 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut pause = Duration::from_millis(50);
+    while tokio::time::Instant::now() < deadline {
         if left.is_empty() {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
         left = codex_relay_testkit::procs::pids_with_cmdline(marker);
     }
     let tree: Vec<String> = left
