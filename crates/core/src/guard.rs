@@ -101,22 +101,6 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 impl Relay {
-    /// Changes a session's budget (the limits `change` names; raising one it reached lets it
-    /// start turns again), its turns' limits or its price table, where the session runs.
-    pub async fn set_limits(
-        &self,
-        id: &str,
-        change: crate::limits::LimitsChange,
-    ) -> Result<crate::limits::LimitsView, crate::error::RelayError> {
-        change
-            .check()
-            .map_err(crate::error::RelayError::InvalidOption)?;
-        let session = id.to_owned();
-        let change = Box::new(change);
-        self.place_and_run(crate::op::SetLimits { session, change })
-            .await
-    }
-
     /// A session's limits and what it spent.
     pub async fn limits(
         &self,

@@ -280,8 +280,7 @@ impl Relay {
     /// Place, then run: a session verb's whole path when it needs nothing more. The place must
     /// be able to store the work; the session is found wherever it runs, the operation runs
     /// there (this instance's actor, or carried to the owner), and the caller hears of it once
-    /// what it wrote is stored. A new verb is its operation in op.rs, its runner in
-    /// session/actor.rs and the front that offers it, calling this.
+    /// what it wrote is stored. A new verb's public method (in its file in op/) calls this.
     pub(crate) async fn place_and_run<O: ActorOp>(&self, op: O) -> Result<O::Reply, RelayError> {
         self.check_writable()?;
         let handle = self

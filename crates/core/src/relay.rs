@@ -12,9 +12,7 @@ use tokio::sync::mpsc;
 use crate::broker::{Broker, PendingView};
 use crate::error::RelayError;
 use crate::pool::{CodexProcessView, Pool};
-use crate::session::{
-    Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot, SessionStatus,
-};
+use crate::session::{Actor, SayInput, SayOutcome, SessionHandle, SessionShared, SessionSnapshot};
 use crate::slots::{SlotGuard, Slots};
 use crate::store::Store;
 pub use crate::tool::{DynamicTool, ToolHandler};
@@ -468,74 +466,6 @@ impl Relay {
         self.inner
             .get(id)
             .ok_or_else(|| RelayError::UnknownSession(id.to_owned()))
-    }
-
-    /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
-    pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
-        // A place that cannot store its work takes none, for any session.
-        self.check_writable()?;
-        let handle = self.session(id).await?;
-        if handle.remote {
-            // Checked and run where the session runs.
-            return handle.say(input).await;
-        }
-        let policy = &self.inner.config.policy;
-        if !input.images.is_empty() && !policy.is_open() {
-            let cwd = handle.snapshot().cwd;
-            policy.check(
-                &crate::policy::Asked {
-                    cwd: cwd.as_deref(),
-                    images: &input.images,
-                    ..Default::default()
-                },
-                &self.default_cwd(),
-            )?;
-        }
-        if handle.shared.status() == SessionStatus::Closed {
-            // Closed is final here; the thread itself can still be continued by other clients.
-            return Err(RelayError::Closed(id.to_owned()));
-        }
-        // An isolated session whose copy is gone (its run ended) gets a fresh one.
-        self.renew_isolated_copy(&handle)?;
-        // A restored (dormant) session's actor claims its slot when it is used again.
-        let before = handle.shared.last_seq();
-        let epoch = self.placement_epoch();
-        let limits = input.limits;
-        let said = handle
-            .say(input)
-            .await
-            .map_err(|e| self.failed_while(epoch, e))?;
-        self.guard_turn(&handle.shared, &said, limits);
-        // Told to the caller only once the message is stored.
-        self.acknowledge_turn(&handle.shared, before, &said, epoch)
-            .await?;
-        Ok(said)
-    }
-
-    /// Interrupts the running turn; `false` when none was running.
-    pub async fn interrupt(&self, id: &str) -> Result<bool, RelayError> {
-        let session = id.to_owned();
-        self.place_and_run(crate::op::Interrupt { session }).await
-    }
-
-    /// Ends a session; `force` does not wait for the running turn to stop.
-    pub async fn close(&self, id: &str, force: bool) -> Result<(), RelayError> {
-        self.check_writable()?;
-        let handle = self.known_anywhere(id).await?;
-        // What the close writes is acknowledged only as stored under this epoch.
-        let epoch = self.placement_epoch();
-        // The actor frees the session's slot as it closes.
-        let closed = handle.close(force).await;
-        self.inner
-            .copies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-        closed?;
-        if !handle.remote {
-            self.confirm_stored(epoch).await?;
-        }
-        Ok(())
     }
 
     pub fn status(&self, id: &str) -> Result<SessionSnapshot, RelayError> {

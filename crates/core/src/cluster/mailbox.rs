@@ -1,4 +1,4 @@
-//! Operations (op.rs) for a session's owner from the instance a client called: queued in the
+//! Operations (op/) for a session's owner from the instance a client called: queued in the
 //! command table with a notice, taken once by the owner, run there as if its own client had
 //! asked, and answered with the typed reply (or the error, as the variant the fronts map). A notice can be
 //! missed (the listener reconnecting), so senders also poll, and owners sweep what is waiting.

@@ -1,10 +1,10 @@
-//! The session actor: one task per session looping over operations from fronts (op.rs; the
-//! runners of those the actor owns are at the end) and events from Codex. Approvals go to the broker and never block this loop. It holds narrow handles (the
-//! pool, a broker handle, its `MAX_SESSIONS` slot guard), never the relay.
+//! The session actor: one task per session looping over operations from fronts (each
+//! operation's runner is in its file in op/) and events from Codex. Approvals go to the broker
+//! and never block this loop. It holds narrow handles (the pool, a broker handle, its
+//! `MAX_SESSIONS` slot guard), never the relay.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use codex_relay_codex::{AppServer, IncomingRequest, PeerError, PeerEvent, Subscription};
 use codex_relay_protocol::v2::{
@@ -20,7 +20,7 @@ use crate::broker::Broker;
 use crate::error::RelayError;
 use crate::event::{Ev, Role};
 use crate::mapper;
-use crate::op::{Close, Interrupt, Operation, Say, SetLimits};
+use crate::op::Operation;
 use crate::pool::Pool;
 use crate::slots::{SlotGuard, Slots};
 use crate::tool::ToolHandler;
@@ -150,7 +150,7 @@ impl Actor {
         Ok(server)
     }
 
-    async fn say(&mut self, input: SayInput) -> Result<SayOutcome, RelayError> {
+    pub(crate) async fn say(&mut self, input: SayInput) -> Result<SayOutcome, RelayError> {
         if crate::attach::lives_on_daemon(&self.shared) {
             return self.say_on_daemon(input).await;
         }
@@ -252,7 +252,7 @@ impl Actor {
     }
 
     /// The running turns of the session's thread and of its sub-agents: `(thread, turn)`.
-    pub(super) fn running_turns(&self) -> Vec<(String, String)> {
+    pub(crate) fn running_turns(&self) -> Vec<(String, String)> {
         let own = self
             .shared
             .current_turn()
@@ -270,7 +270,9 @@ impl Actor {
     /// Interrupts the running turn and every running sub-agent turn, all at once.
     /// Asks Codex to interrupt the running turns (the session's and its sub-agents'); the
     /// returned future owns what it needs, so it can run apart from the actor.
-    fn interrupt(&self) -> impl std::future::Future<Output = Result<bool, RelayError>> + use<> {
+    pub(crate) fn interrupt(
+        &self,
+    ) -> impl std::future::Future<Output = Result<bool, RelayError>> + use<> {
         let server = self.server.clone();
         let daemon = self.attached.clone();
         let turns = self.running_turns();
@@ -531,79 +533,5 @@ async fn next(sub: &mut Option<Subscription>) -> Option<PeerEvent> {
     match sub {
         Some(s) => s.recv().await,
         None => std::future::pending().await,
-    }
-}
-
-impl ActorOp for Say {
-    fn on_actor(self, actor: &mut Actor, reply: Replier<SayOutcome>) -> BoxFuture<'_, Flow> {
-        Box::pin(async move {
-            let _ = reply.send(actor.say(self.input).await);
-            Flow::Continue
-        })
-    }
-}
-
-impl ActorOp for Interrupt {
-    fn on_actor(self, actor: &mut Actor, reply: Replier<bool>) -> BoxFuture<'_, Flow> {
-        // Answered from its own task: a Codex slow to answer `turn/interrupt` must not hold
-        // up the session's operations (a close, say) and events meanwhile.
-        let asked = actor.interrupt();
-        tokio::spawn(async move {
-            let _ = reply.send(asked.await);
-        });
-        Box::pin(std::future::ready(Flow::Continue))
-    }
-}
-
-impl ActorOp for SetLimits {
-    fn on_actor(
-        self,
-        actor: &mut Actor,
-        reply: Replier<crate::limits::LimitsView>,
-    ) -> BoxFuture<'_, Flow> {
-        let c = *self.change;
-        actor.shared.set_limits(c.budget, c.limits, c.prices);
-        let _ = reply.send(Ok(actor.shared.limits_view()));
-        Box::pin(std::future::ready(Flow::Continue))
-    }
-}
-
-impl ActorOp for Close {
-    fn on_actor(self, actor: &mut Actor, reply: Replier<()>) -> BoxFuture<'_, Flow> {
-        Box::pin(async move {
-            // Closing a session closes its sub-agents: their turns are interrupted and their
-            // requests resolved with the session's.
-            if let Some(peer) = actor.attached.take() {
-                // Only the relay stops following: the thread and its turn go on in the daemon.
-                let thread = actor.shared.id.clone();
-                tokio::spawn(async move {
-                    let _ = peer
-                        .request(
-                            "thread/unsubscribe",
-                            &serde_json::json!({"threadId": thread}),
-                            None,
-                        )
-                        .await;
-                });
-            } else if !self.force {
-                let _ = tokio::time::timeout(Duration::from_secs(3), actor.interrupt()).await;
-            } else if let Some(server) = &actor.server {
-                for (thread, turn) in actor.running_turns() {
-                    let server = server.clone();
-                    tokio::spawn(async move { server.turn_interrupt(&thread, &turn).await });
-                }
-            }
-            actor.broker.fail_session(
-                &actor.shared.id,
-                crate::decider::Decider::SessionClosed,
-                "the session was closed",
-            );
-            actor.shared.close();
-            actor.sub = None;
-            // Freed before the reply, so the caller can open another session at once.
-            actor.slot = None;
-            let _ = reply.send(Ok(()));
-            Flow::Stop
-        })
     }
 }

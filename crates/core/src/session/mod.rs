@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-pub(crate) use actor::{Actor, ActorOp, Asked, Flow, Job};
+pub(crate) use actor::{Actor, ActorOp, Asked, Flow, Job, Replier};
 pub use agents::AgentInfo;
 pub(crate) use shared::Logged;
 pub(crate) use shared::RAW_CHUNK;
