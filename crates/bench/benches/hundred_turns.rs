@@ -35,7 +35,9 @@
 //! same-run ratio. The `SQLite CPU` column is the part of the relay's CPU spent on the store's
 //! SQLite connection threads. `HUNDRED_TURNS_FOLLOW_UP=1` then runs a second turn on every
 //! session, all at once (`codex_say`), and reports it as its own row: what a turn costs once
-//! its session exists.
+//! its session exists. With a baseline, the two binaries take turns going first, and
+//! `HUNDRED_TURNS_LEVERS=0` leaves out the one-worker and floor arrangements (more rounds of
+//! the comparison in the same time).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -595,10 +597,22 @@ async fn main() {
         } else {
             String::new()
         };
-        if let Some(base) = &baseline {
+        // The baseline goes first in odd rounds and second in even ones: what running first
+        // or second costs (a warm page cache, the previous run's processes still exiting)
+        // falls on both binaries alike.
+        let base_first = round % 2 == 0;
+        if let Some(base) = baseline.as_ref().filter(|_| base_first) {
             all.extend(relay_run(base, sessions, 0, false, &format!(" BASELINE{label}")).await);
         }
         all.extend(relay_run(&binary, sessions, 0, false, &label).await);
+        if let Some(base) = baseline.as_ref().filter(|_| !base_first) {
+            all.extend(relay_run(base, sessions, 0, false, &format!(" BASELINE{label}")).await);
+        }
+        // HUNDRED_TURNS_LEVERS=0 leaves out the levers and floors below, e.g. for more rounds
+        // of a before/after comparison in the same time.
+        if std::env::var("HUNDRED_TURNS_LEVERS").as_deref() == Ok("0") {
+            continue;
+        }
         // The lever the issue names for the relay's CPU: fewer runtime threads (fewer
         // wake-ups).
         all.extend(relay_run(&binary, sessions, 0, true, &label).await);
