@@ -125,9 +125,21 @@ impl DemoRelay {
         data_dir: Option<&Path>,
         token: Option<&str>,
     ) -> DemoRelay {
+        Self::start_with(codex, listen, data_dir, token, &[]).await
+    }
+
+    /// [`DemoRelay::start`] with more of serve's flags.
+    async fn start_with(
+        codex: &Path,
+        listen: &str,
+        data_dir: Option<&Path>,
+        token: Option<&str>,
+        flags: &[&str],
+    ) -> DemoRelay {
         let mut cmd = tokio::process::Command::new(RELAY);
         cmd.args(["serve", "--demo", "--listen", listen, "--codex"])
-            .arg(codex);
+            .arg(codex)
+            .args(flags);
         // The demo is kept in the data directory: each test has its own.
         let own = data_dir.is_none().then(|| {
             tempfile::Builder::new()
@@ -420,13 +432,16 @@ async fn the_open_page_survives_a_relay_restart() {
 }
 
 /// On Codex 0.98, which offers the model its plan tool: the plan shows with its first step in
-/// progress and ends with every step done, kept in one place.
+/// progress and ends with every step done, kept in one place. The relay recycles a Codex
+/// process after one turn (`--codex-max-turns 1`): once the turn is done, the page shows the
+/// log's note that the process was replaced, and nothing else changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_plan_on_codex_0_98() {
+async fn the_plan_on_codex_0_98_and_the_recycle_note() {
     let Some((node, codex)) = set_up(OLDEST) else {
         return;
     };
-    let mut relay = DemoRelay::start(&codex, "127.0.0.1:0", None, None).await;
+    let flags = ["--codex-max-turns", "1"];
+    let mut relay = DemoRelay::start_with(&codex, "127.0.0.1:0", None, None, &flags).await;
     let url = relay.url.clone();
     let link = LogIn::Link(relay.login_link.clone());
     tokio::task::spawn_blocking(move || drive(&node, &url, "plan", link))

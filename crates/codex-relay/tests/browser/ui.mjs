@@ -3,7 +3,8 @@
 // follow up. Prints one JSON line of findings; exits non-zero with the reason when a step fails.
 // With `restart`, the relay is restarted while a request waits: the script prints `restart-now`
 // and reads `restarted` from stdin once the new relay listens at the same address.
-// With `plan` (against Codex 0.98, which offers the plan tool), the plan is followed to the end.
+// With `plan` (against Codex 0.98, which offers the plan tool), the plan is followed to the end,
+// and the relay's note that it recycled the idle Codex process (--codex-max-turns 1) is seen.
 // Usage: node ui.mjs BASE_URL OUT_DIR desktop|phone|restart|plan
 import { chromium } from 'playwright-core';
 import { createInterface } from 'node:readline';
@@ -339,6 +340,17 @@ async function planFlow() {
     if (plans !== 1 || done !== 3) throw new Error(`${plans} plan blocks with ${done} steps done`);
     await page.locator('.ev.plan').scrollIntoViewIfNeeded();
     await snap('plan-done');
+  });
+  // The relay runs with --codex-max-turns 1: the idle process is recycled and the log says so.
+  await step('see the recycle note', async () => {
+    const note = page.locator('.timeline .ev.notice', { hasText: 'replaced by a fresh process' });
+    await note.waitFor({ timeout: STEP });
+    const text = await note.textContent();
+    if (!text.startsWith('Note: ')) throw new Error(`the note reads ${text}`);
+    findings.note = text;
+    const status = await page.locator('.session-head .status-slot .badge').getAttribute('data-status');
+    if (status !== 'idle') throw new Error(`status ${status} after the recycle`);
+    await snap('recycle-note');
   });
   await step('an unknown session says so and stops trying', async () => {
     await page.goto(`${base}#/s/no-such-session`, { waitUntil: 'load' });
