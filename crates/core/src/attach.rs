@@ -130,9 +130,18 @@ impl Relay {
     }
 }
 
-/// Records where the session lives now, and stores it.
-fn mark(shared: &SessionShared, attached: Attached) {
+/// Records where the session lives now, and stores it. What was heard of the thread's
+/// approval policy stays unless `attached` brings news of it.
+fn mark(shared: &SessionShared, mut attached: Attached) {
     let changed = shared.with_state(|s| {
+        if let Some(old) = &s.meta.attached {
+            if attached.approval_policy.is_none() {
+                attached.approval_policy = old.approval_policy.clone();
+            }
+            if attached.policy_changed_by.is_none() {
+                attached.policy_changed_by = old.policy_changed_by.clone();
+            }
+        }
         let changed = s.meta.attached.as_ref() != Some(&attached);
         s.meta.attached = Some(attached);
         changed
@@ -197,6 +206,8 @@ fn detached(socket: &str) -> Attached {
         socket: socket.to_owned(),
         state: AttachState::Detached,
         daemon_pid: None,
+        approval_policy: None,
+        policy_changed_by: None,
     }
 }
 
@@ -209,6 +220,8 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
         socket: socket.to_owned(),
         state,
         daemon_pid: Some(daemon.pid()),
+        approval_policy: None,
+        policy_changed_by: None,
     };
     let params = ThreadListParams {
         limit: Some(RECENT),
@@ -339,7 +352,9 @@ async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
         let mut wait = Duration::from_millis(100);
         for attempt in 1..=RESUME_ATTEMPTS {
             match peer.call::<ThreadResume>(&params).await {
-                Ok(_) => {
+                Ok(resumed) => {
+                    let mut attached = attached;
+                    attached.approval_policy = resumed.approval_policy.as_ref().map(policy_word);
                     mark(&h.shared, attached);
                     return;
                 }
@@ -379,4 +394,58 @@ impl Job for Follow {
 /// verbs: such a thread is never resumed in the relay's own Codex.
 pub(crate) fn lives_on_daemon(shared: &Arc<SessionShared>) -> bool {
     shared.meta().attached.is_some()
+}
+
+/// An approval policy as one word: Codex's own for the plain ones, `granular` for the
+/// per-kind one.
+fn policy_word(policy: &serde_json::Value) -> String {
+    match policy {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) => o.keys().next().cloned().unwrap_or_default(),
+        other => other.to_string(),
+    }
+}
+
+/// Who changes an attached thread's settings when the relay did not: it never passes
+/// overrides on such a thread, and Codex's `thread/settings/updated` does not name the client.
+const ANOTHER_CLIENT: &str = "another client of the Codex daemon";
+
+/// An attached thread's settings as the daemon announced them (`thread/settings/updated`,
+/// sent to every subscriber when a client changes them, e.g. with `turn/start` overrides):
+/// records a changed approval policy on the session, and returns the note for its log
+/// (the thread stops, or starts again, asking for approval).
+pub(crate) fn settings_updated(
+    shared: &SessionShared,
+    params: &serde_json::Value,
+) -> Option<String> {
+    let policy = params
+        .get("threadSettings")
+        .and_then(|t| t.get("approvalPolicy"))
+        .map(policy_word)?;
+    let before = shared.with_state(|s| {
+        let a = s.meta.attached.as_mut()?;
+        if a.approval_policy.as_deref() == Some(policy.as_str()) {
+            return None;
+        }
+        let before = a.approval_policy.replace(policy.clone());
+        if before.is_some() || policy == "never" {
+            a.policy_changed_by = Some(ANOTHER_CLIENT.to_owned());
+        }
+        Some(before)
+    })?;
+    shared.persist();
+    // First heard, and nothing to warn about.
+    if before.is_none() && policy != "never" {
+        return None;
+    }
+    let was = before.map(|b| format!(" (was `{b}`)")).unwrap_or_default();
+    Some(if policy == "never" {
+        format!(
+            "This thread no longer asks for approval: {ANOTHER_CLIENT} set its approval policy to `never`{was}, for every client. Codex runs its commands and edits without asking anyone, the relay's rules and notifications included, until a client sets another policy (Codex does not say which client changed it)."
+        )
+    } else {
+        format!(
+            "{ANOTHER_CLIENT} set this thread's approval policy to `{policy}`{was}, for every client (Codex does not say which client changed it)."
+        )
+    })
 }

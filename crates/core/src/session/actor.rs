@@ -338,6 +338,20 @@ impl Actor {
                         self.broker
                             .withdraw_answered_elsewhere(&self.shared.id, &r.request_id);
                     }
+                    if self.attached.is_some()
+                        && let ServerNotification::Unknown { method, params } = &n.notification
+                        && method == "thread/settings/updated"
+                        && params.get("threadId").and_then(|t| t.as_str())
+                            == Some(self.shared.id.as_str())
+                        && let Some(message) = crate::attach::settings_updated(&self.shared, params)
+                    {
+                        events.push(Logged {
+                            role: Role::System,
+                            turn: None,
+                            ev: Ev::Note { message },
+                            origin: None,
+                        });
+                    }
                     self.on_notification(&n.notification, &mut events);
                     persist |= matches!(n.notification, ServerNotification::TurnCompleted(_));
                     raws.push(n.raw);

@@ -1,7 +1,10 @@
 //! The relay's rules answer an attached thread's requests: a thread another client of the
 //! daemon runs asks to run `touch ruled.txt` outside the sandbox, a rule of the relay allows
 //! it (nobody is asked, the log names the rule), the daemon's Codex runs the command and the
-//! other client sees the request resolved. On the real Codex daemon of 0.171 and 0.169.
+//! other client sees the request resolved. Then the other client runs a turn with
+//! `approvalPolicy: never` (as `codex exec --remote` does, for every client afterwards): the
+//! relay's log says the thread no longer asks for approval and by whom, and its view shows the
+//! policy. On the real Codex daemon of 0.171 and 0.169.
 
 use std::time::Duration;
 
@@ -14,12 +17,12 @@ use codex_relay_testkit::daemon::{TestDaemon, TuiClient};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rule_answers_an_attached_request_on_0_171() {
+async fn a_rule_answers_an_attached_request_and_a_never_policy_is_flagged_on_0_171() {
     a_rule_answers_an_attached_request(codex_relay_testkit::NEWEST).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rule_answers_an_attached_request_on_0_169() {
+async fn a_rule_answers_an_attached_request_and_a_never_policy_is_flagged_on_0_169() {
     a_rule_answers_an_attached_request(codex_relay_testkit::PREVIOUS).await
 }
 
@@ -91,6 +94,52 @@ async fn a_rule_answers_an_attached_request(version: &'static str) {
     assert!(
         env.relay.pending(Some(&thread)).is_empty(),
         "nobody was left asked"
+    );
+    let attached = env.relay.status(&thread).unwrap().attached.unwrap();
+    assert_eq!(attached.approval_policy.as_deref(), Some("on-request"));
+    assert!(attached.asks() && attached.policy_changed_by.is_none());
+
+    // The terminal's next turn sets `never` (as `codex exec --remote` does): Codex stops
+    // asking anyone, the relay included. The relay says so in the log and in its view.
+    env.model.route(
+        "MARK-NEVER",
+        [
+            Reply::items(vec![escalated("touch unasked.txt", "call-never")]),
+            Reply::text("nobody was asked"),
+        ],
+    );
+    tui.request(
+        "turn/start",
+        json!({"threadId": thread, "approvalPolicy": "never",
+               "input": [{"type": "text", "text": "MARK-NEVER: go"}]}),
+    )
+    .await
+    .expect("turn/start");
+    tui.until("the unasked turn's end", is("turn/completed"))
+        .await;
+    let events = until_logged(&env, &thread, |events| {
+        events.iter().any(|e| matches!(&e.ev, Ev::Note { .. }))
+    })
+    .await;
+    let note = events
+        .iter()
+        .find_map(|e| match &e.ev {
+            Ev::Note { message } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        note.contains("no longer asks for approval")
+            && note.contains("another client of the Codex daemon")
+            && note.contains("`never` (was `on-request`)"),
+        "{note}"
+    );
+    let attached = env.relay.status(&thread).unwrap().attached.unwrap();
+    assert_eq!(attached.approval_policy.as_deref(), Some("never"));
+    assert!(!attached.asks());
+    assert_eq!(
+        attached.policy_changed_by.as_deref(),
+        Some("another client of the Codex daemon")
     );
     attachment.stop().await;
     env.relay.shutdown().await;
