@@ -472,6 +472,17 @@ impl Actor {
             });
             return;
         }
+        // The daemon replays a pending request to a client that resumes the thread: one the
+        // relay holds already stays the one it has (dropping this copy answers nothing on
+        // the daemon's shared connection).
+        if self.attached.is_some()
+            && self
+                .broker
+                .holds_codex_request(&self.shared.id, req.responder.id())
+        {
+            tracing::debug!(session = %self.shared.id, "a request the daemon sent again is open already");
+            return;
+        }
         let server = match (&self.server, &self.attached) {
             (Some(server), _) => Some(Arc::downgrade(server)),
             // The daemon's: no process of the relay's own behind it.
