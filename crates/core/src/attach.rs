@@ -33,6 +33,33 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The recent threads listed on attaching.
 const RECENT: u32 = 50;
 
+/// The daemon connection the relay holds now (one attachment at a time).
+#[derive(Default)]
+pub(crate) struct DaemonLink(std::sync::Mutex<Option<Link>>);
+
+/// One live connection to the daemon.
+#[derive(Clone)]
+pub(crate) struct Link {
+    pub socket: String,
+    pub peer: Peer,
+    pub pid: u32,
+    pub version: Option<codex_relay_codex::CodexVersion>,
+}
+
+impl DaemonLink {
+    pub(crate) fn current(&self) -> Option<Link> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, link: Option<Link>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = link;
+    }
+}
+
+/// Serializes finding-or-making an attached thread's session: the daemon's `thread/started`
+/// and a session created on the daemon meet on the same id.
+static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Asks the attachment's task to end.
 #[derive(Clone)]
 struct CancellationToken(tokio::sync::watch::Sender<bool>);
@@ -96,11 +123,22 @@ impl Relay {
     /// The session of an attached thread: the one this relay has (marked attached now), or a
     /// new one; `None` for a thread the relay runs in its own Codex (the daemon lists every
     /// thread of its `CODEX_HOME`, the relay's too when they share one).
-    fn attached_session(&self, thread: &Thread, attached: &Attached) -> Option<SessionHandle> {
+    pub(crate) fn attached_session(
+        &self,
+        thread: &Thread,
+        attached: &Attached,
+    ) -> Option<SessionHandle> {
+        let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = self.inner.get(&thread.id) {
             // Not attached: the relay's own.
-            h.shared.meta().attached.as_ref()?;
-            mark(&h.shared, attached.clone());
+            let now = h.shared.meta().attached?;
+            // Followed on this connection already: hearing of it again changes nothing.
+            let followed = now.state == AttachState::Live
+                && now.daemon_pid == attached.daemon_pid
+                && attached.state == AttachState::Idle;
+            if !followed {
+                mark(&h.shared, attached.clone());
+            }
             return Some(h);
         }
         let meta = crate::views::SessionMeta {
@@ -132,7 +170,7 @@ impl Relay {
 
 /// Records where the session lives now, and stores it. What was heard of the thread's
 /// approval policy stays unless `attached` brings news of it.
-fn mark(shared: &SessionShared, mut attached: Attached) {
+pub(crate) fn mark(shared: &SessionShared, mut attached: Attached) {
     let changed = shared.with_state(|s| {
         if let Some(old) = &s.meta.attached {
             if attached.approval_policy.is_none() {
@@ -171,7 +209,14 @@ async fn keep_attached(relay: Relay, socket: PathBuf, stop: CancellationToken) {
                 wait = FIRST_RETRY;
                 last_error.clear();
                 tracing::info!(socket = %shown, pid = daemon.pid(), "attached to the Codex daemon");
+                relay.inner.daemon.set(Some(Link {
+                    socket: shown.clone(),
+                    peer: daemon.peer().clone(),
+                    pid: daemon.pid(),
+                    version: daemon.version().cloned(),
+                }));
                 follow_daemon(&relay, &daemon, &shown, &stop).await;
+                relay.inner.daemon.set(None);
                 for h in relay.attached_sessions(&shown) {
                     mark(&h.shared, detached(&shown));
                 }
@@ -375,8 +420,8 @@ async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
 const RESUME_ATTEMPTS: u32 = 8;
 
 /// Points a session's actor at the daemon's connection.
-struct Follow {
-    peer: Peer,
+pub(crate) struct Follow {
+    pub peer: Peer,
 }
 
 impl Job for Follow {
@@ -398,7 +443,7 @@ pub(crate) fn lives_on_daemon(shared: &Arc<SessionShared>) -> bool {
 
 /// An approval policy as one word: Codex's own for the plain ones, `granular` for the
 /// per-kind one.
-fn policy_word(policy: &serde_json::Value) -> String {
+pub(crate) fn policy_word(policy: &serde_json::Value) -> String {
     match policy {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Object(o) => o.keys().next().cloned().unwrap_or_default(),

@@ -34,6 +34,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod crash_loop;
+mod daemon_place;
 mod deadlines;
 pub mod decider;
 pub mod discovery;

@@ -7,6 +7,7 @@
 mod common;
 
 mod attach;
+mod attach_place;
 mod attach_rules;
 mod auth;
 mod cluster;
