@@ -77,6 +77,7 @@ pub mod views;
 #[cfg(test)]
 mod wire_snapshots;
 pub mod workspace;
+mod writer_offers;
 
 pub use answer::{Answer, Decision, FormValue, Scope};
 pub use api::{InvalidStart, StartRequest};

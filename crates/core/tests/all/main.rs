@@ -9,6 +9,7 @@ mod common;
 mod attach;
 mod attach_place;
 mod attach_rules;
+mod attach_writer;
 mod auth;
 mod cluster;
 mod crash_loop;
