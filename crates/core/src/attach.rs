@@ -168,6 +168,41 @@ impl Relay {
     }
 }
 
+/// The session of a daemon thread the relay stored but does not hold now (one another
+/// instance ran, say): brought back from the store as a restart does, so the thread keeps its
+/// one session and its log continues after its last event (a fresh session of the same id
+/// would reuse its seqs). `None` when nothing of it is stored.
+async fn from_store(relay: &Relay, id: &str) -> Option<SessionHandle> {
+    if let Some(h) = relay.inner.get(id) {
+        return Some(h);
+    }
+    // Cheap first: most threads the daemon announces are new to the relay.
+    if relay.inner.store.last_seq(id).await.unwrap_or(0) <= 0 {
+        return None;
+    }
+    let only = std::collections::HashSet::from([id.to_owned()]);
+    let spawn = |shared| {
+        // Another path may have made it meanwhile: that one stays.
+        if relay.inner.get(id).is_none() {
+            relay.spawn_session(shared, None, &[], None);
+        }
+    };
+    let restored = crate::recovery::restore(crate::recovery::Inputs {
+        store: &relay.inner.store,
+        event_buffer: relay.inner.config.event_buffer,
+        broker: &relay.inner.broker,
+        servers: &relay.inner.servers,
+        spawn: &spawn,
+        only: Some(&only),
+        why: crate::recovery::RESTARTED,
+    })
+    .await;
+    if let Err(e) = restored {
+        tracing::warn!(thread = id, "bringing the stored session back failed: {e}");
+    }
+    relay.inner.get(id)
+}
+
 /// Records where the session lives now, and stores it. What was heard of the thread's
 /// approval policy stays unless `attached` brings news of it.
 pub(crate) fn mark(shared: &SessionShared, mut attached: Attached) {
@@ -281,6 +316,7 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
     match daemon.call::<ThreadList>(&params).await {
         Ok(page) => {
             for thread in page.data.iter().filter(|t| t.spawned_by().is_none()) {
+                from_store(relay, &thread.id).await;
                 let loaded = thread
                     .status
                     .as_ref()
@@ -309,11 +345,12 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
             // A thread another client started: known now, followed once it runs a turn
             // (resuming it before its first turn fails: it has no rollout yet).
             ServerNotification::ThreadStarted(t) if t.thread.spawned_by().is_none() => {
+                from_store(relay, &t.thread.id).await;
                 relay.attached_session(&t.thread, &at(AttachState::Idle));
             }
             ServerNotification::ThreadStatusChanged(s) => {
                 let kind = s.status.get("type").and_then(|t| t.as_str());
-                let h = match relay.inner.get(&s.thread_id) {
+                let h = match from_store(relay, &s.thread_id).await {
                     Some(h) => h,
                     // Started before the relay attached, and not listed yet then (its first
                     // turn had not been written): known from now on.

@@ -157,3 +157,86 @@ async fn created_on_the_daemon(version: &'static str) {
     env.relay.shutdown().await;
     daemon.stop();
 }
+
+/// A daemon thread the relay stored, then the relay stops and a new one opens on the same
+/// store and attaches: the stored session is the one followed again (no second session for
+/// the thread, its history kept, new events after the old ones without a gap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_daemon_thread_is_followed_again_after_a_restart() {
+    let version = codex_relay_testkit::NEWEST;
+    let Some(env) = Env::start(version, Backend::Sqlite, Duration::from_secs(600)).await else {
+        return;
+    };
+    env.model
+        .route("MARK-BEFORE", [Reply::text("before the restart")]);
+    env.model
+        .route("MARK-AFTER", [Reply::text("after the restart")]);
+    let daemon = TestDaemon::start(version, &env.home).expect("the daemon starts");
+    let attachment = env.relay.attach(daemon.socket());
+    let id = create_when_attached(&env.relay, {
+        let mut o = on_daemon(&env, "MARK-BEFORE: hi");
+        o.approval_policy = Some(ApprovalPolicy::Never);
+        o
+    })
+    .await;
+    until_logged(&env, &id, |events| {
+        events.iter().any(|e| matches!(e.ev, Ev::TurnEnd { .. }))
+    })
+    .await;
+    attachment.stop().await;
+    env.relay.shutdown().await;
+
+    let relay = Relay::open(env.config.clone()).await.expect("opens again");
+    let attachment = relay.attach(daemon.socket());
+    // Known from the store at once, detached until the daemon answers.
+    assert!(relay.status(&id).unwrap().attached.is_some());
+    let mut tui = TuiClient::connect(&daemon.socket(), "tui-stand-in").await;
+    tui.request("thread/resume", json!({"threadId": id}))
+        .await
+        .expect("the terminal resumes it");
+    tui.request(
+        "turn/start",
+        json!({"threadId": id, "input": [{"type": "text", "text": "MARK-AFTER: again"}]}),
+    )
+    .await
+    .expect("turn/start");
+    tui.until("the turn's end", is("turn/completed")).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let events = loop {
+        let events = relay.events(&id, 0, 10_000).await.unwrap();
+        let ends = events
+            .iter()
+            .filter(|e| matches!(e.ev, Ev::TurnEnd { .. }))
+            .count();
+        if ends >= 2 {
+            break events;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second turn never reached the stored session: {:?}",
+            events.iter().map(|e| e.ev.kind()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    crate::common::assert_contiguous(&events);
+    let texts: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.ev {
+            Ev::Text { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("before the restart"))
+            && texts.iter().any(|t| t.contains("after the restart")),
+        "{texts:?}"
+    );
+    let rows = relay
+        .list(codex_relay_core::ListFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(rows.iter().filter(|r| r.session_id == id).count(), 1);
+    attachment.stop().await;
+    relay.shutdown().await;
+    daemon.stop();
+}
