@@ -65,8 +65,7 @@ async fn active_writer(version: &'static str) {
             },
         )
         .await
-        .err()
-        .expect("the relay's Codex cannot write a thread the daemon writes");
+        .expect_err("the relay's Codex cannot write a thread the daemon writes");
     let RelayError::ActiveWriter {
         holders,
         explanation,
