@@ -342,6 +342,9 @@ impl From<RelayError> for Error {
             | RelayError::Rule(_) => Error::setup(message),
             RelayError::AnswerLink(_) => Error::new(Phase::Request, ErrorKind::Refused, message),
             RelayError::Closed(_) => Error::new(Phase::Request, ErrorKind::Setup, message),
+            RelayError::ActiveWriter { .. } => {
+                Error::new(Phase::Request, ErrorKind::Refused, message)
+            }
             RelayError::BudgetReached { reason, .. } => {
                 let budget = match reason {
                     codex_relay_core::limits::StopReason::Budget { budget, .. } => budget,

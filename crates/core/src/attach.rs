@@ -33,6 +33,33 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The recent threads listed on attaching.
 const RECENT: u32 = 50;
 
+/// The daemon connection the relay holds now (one attachment at a time).
+#[derive(Default)]
+pub(crate) struct DaemonLink(std::sync::Mutex<Option<Link>>);
+
+/// One live connection to the daemon.
+#[derive(Clone)]
+pub(crate) struct Link {
+    pub socket: String,
+    pub peer: Peer,
+    pub pid: u32,
+    pub version: Option<codex_relay_codex::CodexVersion>,
+}
+
+impl DaemonLink {
+    pub(crate) fn current(&self) -> Option<Link> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, link: Option<Link>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = link;
+    }
+}
+
+/// Serializes finding-or-making an attached thread's session: the daemon's `thread/started`
+/// and a session created on the daemon meet on the same id.
+static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Asks the attachment's task to end.
 #[derive(Clone)]
 struct CancellationToken(tokio::sync::watch::Sender<bool>);
@@ -96,11 +123,22 @@ impl Relay {
     /// The session of an attached thread: the one this relay has (marked attached now), or a
     /// new one; `None` for a thread the relay runs in its own Codex (the daemon lists every
     /// thread of its `CODEX_HOME`, the relay's too when they share one).
-    fn attached_session(&self, thread: &Thread, attached: &Attached) -> Option<SessionHandle> {
+    pub(crate) fn attached_session(
+        &self,
+        thread: &Thread,
+        attached: &Attached,
+    ) -> Option<SessionHandle> {
+        let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = self.inner.get(&thread.id) {
             // Not attached: the relay's own.
-            h.shared.meta().attached.as_ref()?;
-            mark(&h.shared, attached.clone());
+            let now = h.shared.meta().attached?;
+            // Followed on this connection already: hearing of it again changes nothing.
+            let followed = now.state == AttachState::Live
+                && now.daemon_pid == attached.daemon_pid
+                && attached.state == AttachState::Idle;
+            if !followed {
+                mark(&h.shared, attached.clone());
+            }
             return Some(h);
         }
         let meta = crate::views::SessionMeta {
@@ -130,9 +168,53 @@ impl Relay {
     }
 }
 
-/// Records where the session lives now, and stores it.
-fn mark(shared: &SessionShared, attached: Attached) {
+/// The session of a daemon thread the relay stored but does not hold now (one another
+/// instance ran, say): brought back from the store as a restart does, so the thread keeps its
+/// one session and its log continues after its last event (a fresh session of the same id
+/// would reuse its seqs). `None` when nothing of it is stored.
+async fn from_store(relay: &Relay, id: &str) -> Option<SessionHandle> {
+    if let Some(h) = relay.inner.get(id) {
+        return Some(h);
+    }
+    // Cheap first: most threads the daemon announces are new to the relay.
+    if relay.inner.store.last_seq(id).await.unwrap_or(0) <= 0 {
+        return None;
+    }
+    let only = std::collections::HashSet::from([id.to_owned()]);
+    let spawn = |shared| {
+        // Another path may have made it meanwhile: that one stays.
+        if relay.inner.get(id).is_none() {
+            relay.spawn_session(shared, None, &[], None);
+        }
+    };
+    let restored = crate::recovery::restore(crate::recovery::Inputs {
+        store: &relay.inner.store,
+        event_buffer: relay.inner.config.event_buffer,
+        broker: &relay.inner.broker,
+        servers: &relay.inner.servers,
+        spawn: &spawn,
+        only: Some(&only),
+        why: crate::recovery::RESTARTED,
+    })
+    .await;
+    if let Err(e) = restored {
+        tracing::warn!(thread = id, "bringing the stored session back failed: {e}");
+    }
+    relay.inner.get(id)
+}
+
+/// Records where the session lives now, and stores it. What was heard of the thread's
+/// approval policy stays unless `attached` brings news of it.
+pub(crate) fn mark(shared: &SessionShared, mut attached: Attached) {
     let changed = shared.with_state(|s| {
+        if let Some(old) = &s.meta.attached {
+            if attached.approval_policy.is_none() {
+                attached.approval_policy = old.approval_policy.clone();
+            }
+            if attached.policy_changed_by.is_none() {
+                attached.policy_changed_by = old.policy_changed_by.clone();
+            }
+        }
         let changed = s.meta.attached.as_ref() != Some(&attached);
         s.meta.attached = Some(attached);
         changed
@@ -162,7 +244,14 @@ async fn keep_attached(relay: Relay, socket: PathBuf, stop: CancellationToken) {
                 wait = FIRST_RETRY;
                 last_error.clear();
                 tracing::info!(socket = %shown, pid = daemon.pid(), "attached to the Codex daemon");
+                relay.inner.daemon.set(Some(Link {
+                    socket: shown.clone(),
+                    peer: daemon.peer().clone(),
+                    pid: daemon.pid(),
+                    version: daemon.version().cloned(),
+                }));
                 follow_daemon(&relay, &daemon, &shown, &stop).await;
+                relay.inner.daemon.set(None);
                 for h in relay.attached_sessions(&shown) {
                     mark(&h.shared, detached(&shown));
                 }
@@ -197,6 +286,8 @@ fn detached(socket: &str) -> Attached {
         socket: socket.to_owned(),
         state: AttachState::Detached,
         daemon_pid: None,
+        approval_policy: None,
+        policy_changed_by: None,
     }
 }
 
@@ -209,6 +300,8 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
         socket: socket.to_owned(),
         state,
         daemon_pid: Some(daemon.pid()),
+        approval_policy: None,
+        policy_changed_by: None,
     };
     let params = ThreadListParams {
         limit: Some(RECENT),
@@ -223,6 +316,7 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
     match daemon.call::<ThreadList>(&params).await {
         Ok(page) => {
             for thread in page.data.iter().filter(|t| t.spawned_by().is_none()) {
+                from_store(relay, &thread.id).await;
                 let loaded = thread
                     .status
                     .as_ref()
@@ -251,11 +345,12 @@ async fn follow_daemon(relay: &Relay, daemon: &Daemon, socket: &str, stop: &Canc
             // A thread another client started: known now, followed once it runs a turn
             // (resuming it before its first turn fails: it has no rollout yet).
             ServerNotification::ThreadStarted(t) if t.thread.spawned_by().is_none() => {
+                from_store(relay, &t.thread.id).await;
                 relay.attached_session(&t.thread, &at(AttachState::Idle));
             }
             ServerNotification::ThreadStatusChanged(s) => {
                 let kind = s.status.get("type").and_then(|t| t.as_str());
-                let h = match relay.inner.get(&s.thread_id) {
+                let h = match from_store(relay, &s.thread_id).await {
                     Some(h) => h,
                     // Started before the relay attached, and not listed yet then (its first
                     // turn had not been written): known from now on.
@@ -339,7 +434,9 @@ async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
         let mut wait = Duration::from_millis(100);
         for attempt in 1..=RESUME_ATTEMPTS {
             match peer.call::<ThreadResume>(&params).await {
-                Ok(_) => {
+                Ok(resumed) => {
+                    let mut attached = attached;
+                    attached.approval_policy = resumed.approval_policy.as_ref().map(policy_word);
                     mark(&h.shared, attached);
                     return;
                 }
@@ -360,8 +457,8 @@ async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
 const RESUME_ATTEMPTS: u32 = 8;
 
 /// Points a session's actor at the daemon's connection.
-struct Follow {
-    peer: Peer,
+pub(crate) struct Follow {
+    pub peer: Peer,
 }
 
 impl Job for Follow {
@@ -379,4 +476,58 @@ impl Job for Follow {
 /// verbs: such a thread is never resumed in the relay's own Codex.
 pub(crate) fn lives_on_daemon(shared: &Arc<SessionShared>) -> bool {
     shared.meta().attached.is_some()
+}
+
+/// An approval policy as one word: Codex's own for the plain ones, `granular` for the
+/// per-kind one.
+pub(crate) fn policy_word(policy: &serde_json::Value) -> String {
+    match policy {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) => o.keys().next().cloned().unwrap_or_default(),
+        other => other.to_string(),
+    }
+}
+
+/// Who changes an attached thread's settings when the relay did not: it never passes
+/// overrides on such a thread, and Codex's `thread/settings/updated` does not name the client.
+const ANOTHER_CLIENT: &str = "another client of the Codex daemon";
+
+/// An attached thread's settings as the daemon announced them (`thread/settings/updated`,
+/// sent to every subscriber when a client changes them, e.g. with `turn/start` overrides):
+/// records a changed approval policy on the session, and returns the note for its log
+/// (the thread stops, or starts again, asking for approval).
+pub(crate) fn settings_updated(
+    shared: &SessionShared,
+    params: &serde_json::Value,
+) -> Option<String> {
+    let policy = params
+        .get("threadSettings")
+        .and_then(|t| t.get("approvalPolicy"))
+        .map(policy_word)?;
+    let before = shared.with_state(|s| {
+        let a = s.meta.attached.as_mut()?;
+        if a.approval_policy.as_deref() == Some(policy.as_str()) {
+            return None;
+        }
+        let before = a.approval_policy.replace(policy.clone());
+        if before.is_some() || policy == "never" {
+            a.policy_changed_by = Some(ANOTHER_CLIENT.to_owned());
+        }
+        Some(before)
+    })?;
+    shared.persist();
+    // First heard, and nothing to warn about.
+    if before.is_none() && policy != "never" {
+        return None;
+    }
+    let was = before.map(|b| format!(" (was `{b}`)")).unwrap_or_default();
+    Some(if policy == "never" {
+        format!(
+            "This thread no longer asks for approval: {ANOTHER_CLIENT} set its approval policy to `never`{was}, for every client. Codex runs its commands and edits without asking anyone, the relay's rules and notifications included, until a client sets another policy (Codex does not say which client changed it)."
+        )
+    } else {
+        format!(
+            "{ANOTHER_CLIENT} set this thread's approval policy to `{policy}`{was}, for every client (Codex does not say which client changed it)."
+        )
+    })
 }

@@ -339,6 +339,20 @@ impl Broker {
     /// by another client of the same shared Codex (the terminal, on the daemon): recorded as
     /// decided by that client; nothing is sent to Codex (its requests there are let go, see
     /// `PeerConfig::shared`). Whether one was open.
+    /// Whether Codex's request `codex_id` of `session_id` is open here already: the daemon
+    /// sends a pending request again to a client that resumes the thread, and a client that
+    /// subscribed just before resuming gets it twice.
+    pub(crate) fn holds_codex_request(
+        &self,
+        session_id: &str,
+        codex_id: &codex_relay_protocol::RequestId,
+    ) -> bool {
+        self.lock()
+            .open
+            .values()
+            .any(|e| e.view.session_id == session_id && e.responder.id() == codex_id)
+    }
+
     pub(crate) fn withdraw_answered_elsewhere(
         &self,
         session_id: &str,

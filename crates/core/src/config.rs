@@ -72,6 +72,11 @@ pub struct CreateOptions {
     pub workspace_fingerprint: Option<String>,
     #[serde(skip)]
     pub dynamic_tools: Vec<DynamicTool>,
+    /// Start the thread on the Codex daemon the relay is attached to (`serve --attach`,
+    /// docs/ATTACH.md) instead of in a Codex of the relay's own: the terminal can then pick
+    /// it up (`codex resume <id>`). Refused when the relay is not attached now.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub on_daemon: bool,
 }
 
 /// How a relay on Postgres takes part in a cluster.

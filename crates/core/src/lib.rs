@@ -34,6 +34,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod crash_loop;
+mod daemon_place;
 mod deadlines;
 pub mod decider;
 pub mod discovery;
@@ -76,6 +77,7 @@ pub mod views;
 #[cfg(test)]
 mod wire_snapshots;
 pub mod workspace;
+mod writer_offers;
 
 pub use answer::{Answer, Decision, FormValue, Scope};
 pub use api::{InvalidStart, StartRequest};

@@ -35,6 +35,9 @@ pub(crate) struct RelayInner {
     pub(crate) copies: Mutex<HashMap<String, crate::workspace::Workspace>>,
     /// Where its sessions run (alone: all here; see placement.rs).
     pub(crate) placement: std::sync::OnceLock<Arc<dyn crate::placement::Placement>>,
+    /// The Codex daemon the relay is attached to now, if any (attach.rs): where a session
+    /// created with `on_daemon` starts.
+    pub(crate) daemon: crate::attach::DaemonLink,
 }
 
 /// The engine. Cheap to clone.
@@ -98,6 +101,7 @@ impl Relay {
             links: Default::default(),
             copies: Mutex::new(HashMap::new()),
             placement: Default::default(),
+            daemon: Default::default(),
         });
         let relay = Relay { inner };
         let weak = Arc::downgrade(&relay.inner);
@@ -272,6 +276,10 @@ impl Relay {
         self.check_policy(&opts)?;
         // A place that cannot store a session starts none.
         self.check_writable()?;
+        // Asked for on the Codex daemon the terminal uses (docs/ATTACH.md).
+        if opts.on_daemon {
+            return self.create_on_daemon(opts).await;
+        }
         // Place, then run: the placement may start it elsewhere (e.g. a less loaded instance).
         if let Some(placed) = self.placement().place_new(&self.host(), &opts).await? {
             return Ok(placed);

@@ -131,6 +131,24 @@ pub struct Attached {
     /// The daemon's app-server process, while attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon_pid: Option<u32>,
+    /// The thread's approval policy as the daemon last said (`on-request`, `untrusted`,
+    /// `never`, `granular`): another client of the daemon can change it for every client
+    /// (`codex exec --remote` runs its turns with `never`), and under `never` Codex asks
+    /// nobody, the relay included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_policy: Option<String>,
+    /// Who last changed the approval policy, when it changed while the relay followed the
+    /// thread: the relay never passes overrides on a thread it did not start, so always
+    /// another client of the daemon; Codex does not say which one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_changed_by: Option<String>,
+}
+
+impl Attached {
+    /// Whether Codex asks anyone before it acts on this thread (`false` under `never`).
+    pub fn asks(&self) -> bool {
+        self.approval_policy.as_deref() != Some("never")
+    }
 }
 
 /// Whether the relay follows an attached thread now.

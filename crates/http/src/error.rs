@@ -104,6 +104,7 @@ impl From<RelayError> for ApiError {
             RelayError::Unavailable { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "instance_unavailable")
             }
+            RelayError::ActiveWriter { .. } => (StatusCode::CONFLICT, "active_writer"),
             // An error another instance of the cluster returned: the status its code has here.
             RelayError::Remote { code, .. } => remote(code),
         };
@@ -136,6 +137,7 @@ fn remote(code: &str) -> (StatusCode, &'static str) {
         "store_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
         "owner_unreachable" => (StatusCode::SERVICE_UNAVAILABLE, "owner_unreachable"),
         "instance_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "instance_unavailable"),
+        "active_writer" => (StatusCode::CONFLICT, "active_writer"),
         _ => (StatusCode::BAD_GATEWAY, "remote_error"),
     }
 }

@@ -29,6 +29,7 @@ pub mod server;
 pub mod sessions;
 pub mod sse;
 pub mod streams;
+pub mod threads;
 pub mod types;
 mod ui;
 #[cfg(test)]
@@ -98,6 +99,8 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         )
         .route("/api/sessions/{id}/stream", get(sse::stream))
         .route("/api/sessions/{id}/export", get(export::export))
+        .route("/api/threads/{id}", get(threads::read))
+        .route("/api/threads/{id}/fork", post(threads::fork))
         .route("/api/stream", get(relay_stream::stream))
         .route("/api/codex/permission/respond", post(permission::respond))
         .route("/api/codex/permission/pending", get(permission::pending))

@@ -51,6 +51,10 @@ pub struct CreateSession {
     pub budget: Option<codex_relay_core::limits::Budget>,
     /// The price table of its estimated cost (US dollars per million tokens).
     pub prices: Option<codex_relay_core::limits::Prices>,
+    /// Start it on the Codex daemon this relay is attached to (`serve --attach`,
+    /// docs/ATTACH.md), where the terminal picks it up with `codex resume <id>`; 503 when
+    /// the relay is not attached now.
+    pub on_daemon: Option<bool>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -17,6 +17,15 @@ function rowBadge(s) {
   return statusBadge(s.status ?? (s.live ? 'idle' : 'stored'));
 }
 
+/** Where a session comes from, when not from this relay: a thread of the Codex daemon the
+ * terminal uses (attached, docs/ATTACH.md), or a thread another Codex client made. */
+function sourceMark(s) {
+  if (s.source === 'codex-daemon') {
+    return h('span', { class: 'source attached', title: 'A thread of the Codex daemon the terminal uses; the terminal and this relay answer the same requests' }, 'attached: Codex daemon');
+  }
+  return s.owned ? null : h('span', { class: 'source' }, `from ${s.source}`);
+}
+
 export function listView(root, { onRelayEvent }) {
   const rows = new Map();
   const tbody = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
@@ -42,7 +51,7 @@ export function listView(root, { onRelayEvent }) {
           h('span', { class: 'model' }, s.model || ''),
           h('span', { class: 'usage' }, tokens(s.usage) || ''),
           h('span', { class: 'when' }, ago(s.updatedAt)),
-          s.owned ? null : h('span', { class: 'source' }, `from ${s.source}`))));
+          sourceMark(s))));
     rows.set(id, { li, data: s, pendingBadge, pending: new Set() });
     return li;
   }

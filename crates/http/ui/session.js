@@ -32,6 +32,9 @@ export function sessionView(root, id, { onRelayEvent }) {
   const interrupt = h('button', { class: 'button danger-outline small', type: 'button', disabled: true, onclick: stop }, 'Interrupt');
   const close = h('button', { class: 'button small', type: 'button', onclick: closeSession }, 'Close');
   const notice = h('p', { class: 'notice', role: 'alert' });
+  // A thread of the Codex daemon the terminal uses (docs/ATTACH.md): where it lives, and a
+  // warning when another client set it to ask nobody (approval policy `never`).
+  const attachedNote = h('p', { class: 'attached-note', role: 'note', hidden: true });
   const streamState = h('span', { class: 'stream-state', role: 'status' });
   const events = h('div', { class: 'timeline', 'aria-label': 'Session events', role: 'log' });
 
@@ -54,7 +57,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         statusSlot, pendingNote),
       h('div', { class: 'line2' }, cwd, model, usage, streamState),
       h('div', { class: 'line3' }, interrupt, close)),
-    notice, budgetNote, events, composer);
+    notice, budgetNote, attachedNote, events, composer);
 
   const timeline = new Timeline(events, {
     onStatus: setStatus,
@@ -88,10 +91,26 @@ export function sessionView(root, id, { onRelayEvent }) {
       model.textContent = s.model ?? '';
       usage.textContent = tokens(s.spent?.usage ?? s.usage) || '';
       showBudget(s.budgetReached);
+      showAttached(s.attached);
       if (status === null) setStatus(s.status);
     } catch (e) {
       notice.textContent = e.status === 404 ? `No session ${id}: ${e.message}` : e.message;
     }
+  }
+
+  function showAttached(a) {
+    attachedNote.hidden = !a;
+    if (!a) return;
+    attachedNote.dataset.state = a.state;
+    const where = { live: 'followed live', idle: 'idle in the daemon', detached: 'the daemon is away' }[a.state] ?? a.state;
+    const parts = [`On the Codex daemon the terminal uses (${where}): the terminal and this page answer the same requests; the first answer wins.`];
+    const asksNobody = a.approvalPolicy === 'never';
+    attachedNote.classList.toggle('asks-nobody', asksNobody);
+    attachedNote.dataset.policy = a.approvalPolicy ?? '';
+    if (asksNobody) {
+      parts.push(`It no longer asks for approval: ${a.policyChangedBy ?? 'a client of the daemon'} set its approval policy to “never”, so Codex acts without asking anyone, this relay included.`);
+    }
+    attachedNote.textContent = parts.join(' ');
   }
 
   function showBudget(r) {
@@ -137,6 +156,8 @@ export function sessionView(root, id, { onRelayEvent }) {
         timeline.apply(env);
         // A turn of the session ended: what it spent, and any budget it reached.
         if (env.ev && env.ev.t === 'turn-end' && !env.agent) load();
+        // A note may say the thread's approval policy changed (an attached thread).
+        if (env.ev && env.ev.t === 'note') load();
       },
       delta(d) {
         timeline.delta(d);

@@ -19,6 +19,8 @@ pub struct TestDaemon {
     bin: PathBuf,
     codex_home: PathBuf,
     user_home: PathBuf,
+    /// The ordinary user it runs as ([`TestDaemon::start_as`]), else the tests' own.
+    user: Option<crate::ordinary::Ordinary>,
     /// What `daemon start` printed (status, pid, socketPath, ...).
     pub started: Value,
 }
@@ -27,12 +29,34 @@ impl TestDaemon {
     /// Starts the daemon of `version` in `home` (with an empty `HOME`).
     pub fn start(version: &str, home: &CodexHome) -> Result<TestDaemon, String> {
         let bin = crate::codex_bin(version).map_err(|e| e.to_string())?;
+        Self::launch(bin, home, None)
+    }
+
+    /// Starts the daemon of `version` in `home` as the ordinary test user (`home` made for
+    /// that user: [`crate::ordinary::Ordinary::home`]), as a relay run by that user finds it.
+    pub fn start_as(
+        version: &str,
+        home: &CodexHome,
+        user: &crate::ordinary::Ordinary,
+    ) -> Result<TestDaemon, String> {
+        Self::launch(user.codex(version), home, Some(user.clone()))
+    }
+
+    fn launch(
+        bin: PathBuf,
+        home: &CodexHome,
+        user: Option<crate::ordinary::Ordinary>,
+    ) -> Result<TestDaemon, String> {
         let user_home = home.root().join("daemon-user-home");
         std::fs::create_dir_all(&user_home).map_err(|e| e.to_string())?;
+        if let Some(user) = &user {
+            user.chown(&user_home);
+        }
         let mut daemon = TestDaemon {
             bin,
             codex_home: home.path().to_owned(),
             user_home,
+            user,
             started: Value::Null,
         };
         let out = daemon.run(&["app-server", "daemon", "start"])?;
@@ -46,13 +70,15 @@ impl TestDaemon {
     }
 
     fn run(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(&self.bin)
-            .args(args)
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args)
             .env("CODEX_HOME", &self.codex_home)
             .env("HOME", &self.user_home)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{args:?}: {e}"))?;
+            .stdin(Stdio::null());
+        if let Some(user) = &self.user {
+            user.apply_std(&mut cmd, &self.user_home);
+        }
+        let out = cmd.output().map_err(|e| format!("{args:?}: {e}"))?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if !out.status.success() {
             return Err(format!(

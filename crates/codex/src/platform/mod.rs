@@ -23,6 +23,8 @@
 //!   in a directory only this user can enter; served by a process of this user).
 //! - [`peers`]: whether the process holding a local client's socket descends from a relay or a
 //!   Codex tree; anything that cannot be checked counts as if it did.
+//! - [`writers`]: which processes hold a Codex thread's rollout file open (who is its active
+//!   writer).
 //!
 //! Each function documents what it guarantees; callers rely on nothing else.
 
@@ -40,3 +42,4 @@ pub mod reaper;
 pub mod relays;
 pub mod sockets;
 pub mod tree;
+pub mod writers;

@@ -34,6 +34,8 @@ pub struct StartRequest {
     pub plan_mode: bool,
     /// Labels approval rules can match on (`labels = ["ci"]`).
     pub labels: Vec<String>,
+    /// Start it on the Codex daemon the relay is attached to ([`CreateOptions::on_daemon`]).
+    pub on_daemon: bool,
 }
 
 /// Why a start request (or a message's images) cannot be taken. The text names fields as the
@@ -108,6 +110,7 @@ impl StartRequest {
             output_schema: self.output_schema,
             plan_mode: self.plan_mode,
             labels: self.labels,
+            on_daemon: self.on_daemon,
             ..Default::default()
         })
     }

@@ -72,6 +72,15 @@ pub enum RelayError {
         owner: String,
         why: String,
     },
+    /// Another Codex app-server writes the thread (Codex: "already has an active writer"):
+    /// which process (read from `/proc`), and what works instead (`explanation` says it all).
+    #[error("{explanation}")]
+    ActiveWriter {
+        session: String,
+        /// `(pid, command line)` of each process holding the thread.
+        holders: Vec<(u32, String)>,
+        explanation: String,
+    },
     /// In a cluster: this instance cannot store what it is asked to do now (it holds no lease,
     /// or Postgres does not take its writes), or could not confirm that it stored it.
     #[error("{why}")]
@@ -140,6 +149,7 @@ impl RelayError {
             RelayError::CodexCrashLoop { .. } => "codex_crash_loop",
             RelayError::Owner { .. } => "owner_unreachable",
             RelayError::Unavailable { .. } => "instance_unavailable",
+            RelayError::ActiveWriter { .. } => "active_writer",
             RelayError::Remote { code, .. } => code,
             RelayError::BudgetReached { .. } => "budget_reached",
             RelayError::Rule(r) => match r {
@@ -250,9 +260,53 @@ impl RelayError {
         ];
         if matches!(e, PeerError::Rpc { .. }) && unknown.iter().any(|u| text.contains(u)) {
             RelayError::UnknownSession(id.to_owned())
+        } else if matches!(e, PeerError::Rpc { .. }) && text.contains("active writer") {
+            active_writer(id)
         } else {
             RelayError::Codex(e)
         }
+    }
+}
+
+/// The active-writer conflict explained: who holds the thread, and the offers that work.
+fn active_writer(id: &str) -> RelayError {
+    use codex_relay_codex::platform::writers::holders_of_thread;
+    let holders = holders_of_thread(id);
+    let who = if holders.is_empty() {
+        "another Codex app-server (not one this user can see in /proc)".to_owned()
+    } else {
+        holders
+            .iter()
+            .map(|h| format!("process {} (`{}`)", h.pid, h.command))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut offers = Vec::new();
+    if holders.iter().any(|h| h.is_daemon()) {
+        offers.push(
+            "attach to that Codex daemon (`codex-relay serve --attach`): its threads, this one included, become sessions here"
+                .to_owned(),
+        );
+    } else {
+        offers.push(
+            "stop that process (end its `codex` session), or run Codex as the daemon (`codex app-server daemon start`) and attach to it (`codex-relay serve --attach`)"
+                .to_owned(),
+        );
+    }
+    offers.push(format!(
+        "read it without writing (Codex's thread/read: `Relay::read_thread`, GET /api/threads/{id})"
+    ));
+    offers.push(format!(
+        "fork it into a new session of this relay (Codex's thread/fork: `Relay::fork_thread`, POST /api/threads/{id}/fork)"
+    ));
+    let explanation = format!(
+        "thread {id} already has an active writer: {who} holds it, and Codex lets one app-server write a thread at a time. What works: {}.",
+        offers.join("; or ")
+    );
+    RelayError::ActiveWriter {
+        session: id.to_owned(),
+        holders: holders.into_iter().map(|h| (h.pid, h.command)).collect(),
+        explanation,
     }
 }
 

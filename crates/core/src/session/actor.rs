@@ -340,6 +340,20 @@ impl Actor {
                         self.broker
                             .withdraw_answered_elsewhere(&self.shared.id, &r.request_id);
                     }
+                    if self.attached.is_some()
+                        && let ServerNotification::Unknown { method, params } = &n.notification
+                        && method == "thread/settings/updated"
+                        && params.get("threadId").and_then(|t| t.as_str())
+                            == Some(self.shared.id.as_str())
+                        && let Some(message) = crate::attach::settings_updated(&self.shared, params)
+                    {
+                        events.push(Logged {
+                            role: Role::System,
+                            turn: None,
+                            ev: Ev::Note { message },
+                            origin: None,
+                        });
+                    }
                     self.on_notification(&n.notification, &mut events);
                     persist |= matches!(n.notification, ServerNotification::TurnCompleted(_));
                     raws.push(n.raw);
@@ -458,6 +472,17 @@ impl Actor {
                     serde_json::to_value(ToolCallResponse::text(ok, text)).unwrap_or_default()
                 ));
             });
+            return;
+        }
+        // The daemon replays a pending request to a client that resumes the thread: one the
+        // relay holds already stays the one it has (dropping this copy answers nothing on
+        // the daemon's shared connection).
+        if self.attached.is_some()
+            && self
+                .broker
+                .holds_codex_request(&self.shared.id, req.responder.id())
+        {
+            tracing::debug!(session = %self.shared.id, "a request the daemon sent again is open already");
             return;
         }
         let server = match (&self.server, &self.attached) {

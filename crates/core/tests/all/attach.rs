@@ -24,7 +24,7 @@ async fn first_answer_wins_both_ways_on_0_169() {
     first_answer_wins_both_ways(codex_relay_testkit::PREVIOUS).await
 }
 
-fn escalated(cmd: &str, call: &str) -> Item {
+pub(crate) fn escalated(cmd: &str, call: &str) -> Item {
     Item::function_call(
         "exec_command",
         json!({"cmd": cmd, "sandbox_permissions": "require_escalated",
@@ -33,12 +33,12 @@ fn escalated(cmd: &str, call: &str) -> Item {
     )
 }
 
-fn is(method: &'static str) -> impl Fn(&Value) -> bool {
+pub(crate) fn is(method: &'static str) -> impl Fn(&Value) -> bool {
     move |m: &Value| m["method"] == method
 }
 
 /// Waits, with backoff, until the relay has a pending request for `session`.
-async fn relay_pending(env: &Env, session: &str) -> codex_relay_core::PendingView {
+pub(crate) async fn relay_pending(env: &Env, session: &str) -> codex_relay_core::PendingView {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let mut wait = Duration::from_millis(20);
     loop {
@@ -55,7 +55,7 @@ async fn relay_pending(env: &Env, session: &str) -> codex_relay_core::PendingVie
 }
 
 /// The session's log once `done` holds for it (waited for with backoff).
-async fn until_logged(
+pub(crate) async fn until_logged(
     env: &Env,
     session: &str,
     done: impl Fn(&[codex_relay_core::Envelope]) -> bool,
@@ -247,7 +247,7 @@ async fn first_answer_wins_both_ways(version: &'static str) {
 }
 
 /// The session's attachment once `done` holds for it (waited for with backoff).
-async fn until_attached(
+pub(crate) async fn until_attached(
     env: &Env,
     session: &str,
     done: impl Fn(&codex_relay_core::attach::Attached) -> bool,

@@ -7,6 +7,9 @@
 mod common;
 
 mod attach;
+mod attach_place;
+mod attach_rules;
+mod attach_writer;
 mod auth;
 mod cluster;
 mod crash_loop;
