@@ -341,7 +341,10 @@ impl From<RelayError> for Error {
             | RelayError::Store(_)
             | RelayError::Rule(_) => Error::setup(message),
             RelayError::AnswerLink(_) => Error::new(Phase::Request, ErrorKind::Refused, message),
-            RelayError::Closed(_) => Error::new(Phase::Request, ErrorKind::Setup, message),
+            RelayError::Closed(_) | RelayError::Unsupported(_) => {
+                Error::new(Phase::Request, ErrorKind::Setup, message)
+            }
+            RelayError::Busy(_) => Error::new(Phase::Request, ErrorKind::Refused, message),
             RelayError::BudgetReached { reason, .. } => {
                 let budget = match reason {
                     codex_relay_core::limits::StopReason::Budget { budget, .. } => budget,

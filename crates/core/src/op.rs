@@ -70,6 +70,40 @@ pub(crate) struct SetLimits {
     pub change: Box<crate::limits::LimitsChange>,
 }
 
+/// Starts a review turn (threads.rs).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Review {
+    pub session: String,
+    pub target: crate::threads::ReviewTarget,
+}
+
+/// Compacts the session's thread.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Compact {
+    pub session: String,
+}
+
+/// Drops the session's last `turns` turns from its thread's history.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Rollback {
+    pub session: String,
+    pub turns: u32,
+}
+
+/// Sets the model and reasoning effort of the session's next turns.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SetModel {
+    pub session: String,
+    pub choice: crate::threads::ModelChoice,
+}
+
+/// Forks the session's thread (through a turn, or whole); the caller makes it a session.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Fork {
+    pub session: String,
+    pub through: Option<String>,
+}
+
 /// Starts a new session (on the instance it is sent to).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Create {
@@ -94,6 +128,11 @@ pub(crate) enum Op {
     Respond(Respond),
     Create(Create),
     SetLimits(SetLimits),
+    Review(Review),
+    Compact(Compact),
+    Rollback(Rollback),
+    SetModel(SetModel),
+    Fork(Fork),
 }
 
 /// A reply as the cluster carries it.
@@ -130,6 +169,11 @@ impl Op {
             Op::Respond(o) => o.session(),
             Op::Create(o) => o.session(),
             Op::SetLimits(o) => o.session(),
+            Op::Review(o) => o.session(),
+            Op::Compact(o) => o.session(),
+            Op::Rollback(o) => o.session(),
+            Op::SetModel(o) => o.session(),
+            Op::Fork(o) => o.session(),
         }
     }
 
@@ -142,6 +186,11 @@ impl Op {
             Op::Respond(_) => Respond::AGAIN_IS_HARMLESS,
             Op::Create(_) => Create::AGAIN_IS_HARMLESS,
             Op::SetLimits(_) => SetLimits::AGAIN_IS_HARMLESS,
+            Op::Review(_) => Review::AGAIN_IS_HARMLESS,
+            Op::Compact(_) => Compact::AGAIN_IS_HARMLESS,
+            Op::Rollback(_) => Rollback::AGAIN_IS_HARMLESS,
+            Op::SetModel(_) => SetModel::AGAIN_IS_HARMLESS,
+            Op::Fork(_) => Fork::AGAIN_IS_HARMLESS,
         }
     }
 
@@ -154,6 +203,11 @@ impl Op {
             Op::Respond(o) => carried(o.run_here(relay).await),
             Op::Create(o) => carried(o.run_here(relay).await),
             Op::SetLimits(o) => carried(o.run_here(relay).await),
+            Op::Review(o) => carried(o.run_here(relay).await),
+            Op::Compact(o) => carried(o.run_here(relay).await),
+            Op::Rollback(o) => carried(o.run_here(relay).await),
+            Op::SetModel(o) => carried(o.run_here(relay).await),
+            Op::Fork(o) => carried(o.run_here(relay).await),
         }
     }
 }
@@ -181,7 +235,9 @@ macro_rules! into_op {
         }
     )*};
 }
-into_op!(Say, Interrupt, Close, Respond, Create, SetLimits);
+into_op!(
+    Say, Interrupt, Close, Respond, Create, SetLimits, Review, Compact, Rollback, SetModel, Fork
+);
 
 impl Operation for Say {
     type Reply = SayOutcome;
@@ -275,4 +331,43 @@ impl Operation for SetLimits {
     fn run_here(self, relay: &Relay) -> BoxFuture<'_, Result<Self::Reply, RelayError>> {
         Box::pin(async move { relay.here(&self.session).await?.run(self).await })
     }
+}
+
+impl Operation for Review {
+    type Reply = SayOutcome;
+    const AGAIN_IS_HARMLESS: bool = false;
+    fn session(&self) -> Option<&str> {
+        Some(&self.session)
+    }
+    fn run_here(self, relay: &Relay) -> BoxFuture<'_, Result<SayOutcome, RelayError>> {
+        Box::pin(async move {
+            let handle = relay.here(&self.session).await?;
+            let said = handle.run(self).await?;
+            // Guarded where it runs, as a message's turn is.
+            relay.guard_turn(&handle.shared, &said, Default::default());
+            Ok(said)
+        })
+    }
+}
+
+/// The operations the session's actor runs as they are.
+macro_rules! on_the_actor {
+    ($($name:ident => $reply:ty, $again:expr;)*) => {$(
+        impl Operation for $name {
+            type Reply = $reply;
+            const AGAIN_IS_HARMLESS: bool = $again;
+            fn session(&self) -> Option<&str> {
+                Some(&self.session)
+            }
+            fn run_here(self, relay: &Relay) -> BoxFuture<'_, Result<Self::Reply, RelayError>> {
+                Box::pin(async move { relay.here(&self.session).await?.run(self).await })
+            }
+        }
+    )*};
+}
+on_the_actor! {
+    Compact => (), false;
+    Rollback => crate::threads::RolledBack, false;
+    SetModel => crate::threads::ModelChoice, true;
+    Fork => crate::threads::ForkedThread, false;
 }

@@ -46,6 +46,9 @@ pub struct SessionMeta {
     /// Its sub-agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentInfo>,
+    /// The turns of its thread's history, in order (a rollback drops the last ones).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<String>,
     /// Anything else stored there, kept as it is.
     #[serde(flatten)]
     pub other: Map<String, Value>,
