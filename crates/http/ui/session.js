@@ -1,4 +1,5 @@
-// One session: its header (status, cwd, model, tokens, interrupt), the timeline streamed from
+// One session: its header (status, cwd, model, tokens, interrupt, the thread operations of
+// threads.js), the timeline streamed from
 // /api/sessions/{id}/stream (history first, then live; resumed after the last seq seen), and a
 // follow-up box that starts a turn when idle and steers the running one otherwise.
 
@@ -13,6 +14,7 @@ const BUSY = {
 import { openStream } from './stream.js';
 import { Timeline, stopLabel } from './timeline.js';
 import { setBase } from './diff.js';
+import { threadActions } from './threads.js';
 
 export function sessionView(root, id, { onRelayEvent }) {
   const path = `/api/sessions/${encodeURIComponent(id)}`;
@@ -32,6 +34,13 @@ export function sessionView(root, id, { onRelayEvent }) {
   const interrupt = h('button', { class: 'button danger-outline small', type: 'button', disabled: true, onclick: stop }, 'Interrupt');
   const close = h('button', { class: 'button small', type: 'button', onclick: closeSession }, 'Close');
   const notice = h('p', { class: 'notice', role: 'alert' });
+  // The session's history (turn ids) and model, as the snapshot last said.
+  let snapshot = {};
+  const ops = threadActions(path, {
+    notice,
+    turns: () => snapshot.turns ?? [],
+    model: () => ({ model: snapshot.model, effort: snapshot.effort }),
+  });
   const streamState = h('span', { class: 'stream-state', role: 'status' });
   const events = h('div', { class: 'timeline', 'aria-label': 'Session events', role: 'log' });
 
@@ -53,7 +62,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         h('h1', { class: 'title' }, 'Session'),
         statusSlot, pendingNote),
       h('div', { class: 'line2' }, cwd, model, usage, streamState),
-      h('div', { class: 'line3' }, interrupt, close)),
+      h('div', { class: 'line3' }, interrupt, close, ops.buttons)),
     notice, budgetNote, events, composer);
 
   const timeline = new Timeline(events, {
@@ -70,6 +79,7 @@ export function sessionView(root, id, { onRelayEvent }) {
     statusSlot.replaceChildren(statusBadge(s));
     const busy = running(s);
     interrupt.disabled = !busy;
+    ops.setBusy(busy || s === 'closed');
     close.disabled = s === 'closed';
     send.textContent = busy ? 'Steer' : 'Send';
     input.placeholder = busy ? 'Add to the running turn (steer)' : s === 'closed' ? 'Closed; a message resumes it' : 'Follow up';
@@ -80,12 +90,13 @@ export function sessionView(root, id, { onRelayEvent }) {
   async function load() {
     try {
       const s = await get(path);
+      snapshot = s;
       // Until the first message names it: every session of one directory would look alike.
       if (!title) document.title = `Session ${id.slice(0, 8)} · codex-relay`;
       cwd.textContent = s.cwd ?? '';
       setBase(s.cwd);
       cwd.title = s.cwd ?? '';
-      model.textContent = s.model ?? '';
+      model.textContent = [s.model, s.effort].filter(Boolean).join(' · ');
       usage.textContent = tokens(s.spent?.usage ?? s.usage) || '';
       showBudget(s.budgetReached);
       if (status === null) setStatus(s.status);
@@ -136,7 +147,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         }
         timeline.apply(env);
         // A turn of the session ended: what it spent, and any budget it reached.
-        if (env.ev && env.ev.t === 'turn-end' && !env.agent) load();
+        if (env.ev && ['turn-end', 'rolled-back'].includes(env.ev.t) && !env.agent) load();
       },
       delta(d) {
         timeline.delta(d);
