@@ -365,6 +365,10 @@ impl Relay {
             }
         }
         shared.forked_spend_reset();
+        if !thread.rename_turns {
+            // Codex lists the fork's turns by the source's ids: those are its history.
+            shared.set_turns(thread.kept.clone());
+        }
         shared.persist();
         Ok(self.spawn_session(shared, Some(server), &[], Some(slot)))
     }

@@ -570,7 +570,10 @@ async fn thread_operations_from_the_session_page() {
     );
     assert_eq!(f["model"]["effort"], "high", "{f}");
     assert_eq!(f["fork"]["turns"].as_array(), Some(&source_turns), "{f}");
-    assert_eq!(f["fork"]["effort"], "high", "the fork keeps its source's settings: {f}");
+    assert_eq!(
+        f["fork"]["effort"], "high",
+        "the fork keeps its source's settings: {f}"
+    );
     assert_eq!(f["forkFirst"], "forked", "{f}");
     assert_eq!(f["afterRollback"], serde_json::json!([]), "{f}");
     // The log only grew: by the rolled-back event (and what Codex said of it).

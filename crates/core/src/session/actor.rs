@@ -406,9 +406,6 @@ impl Actor {
             }
             _ => {}
         }
-        if child.is_none() {
-            self.on_review_item(n, events);
-        }
         let origin = match &child {
             Some(thread) => {
                 // A sub-agent's event may be seen twice (live and in what `thread/resume`
@@ -427,6 +424,9 @@ impl Actor {
             ev,
             origin: origin.clone(),
         }));
+        if child.is_none() {
+            self.on_review_item(n, events);
+        }
         if let Some(mut d) = mapped.delta {
             if let Some(o) = &origin {
                 d.invoke = o.invoke.clone();

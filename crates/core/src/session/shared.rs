@@ -305,7 +305,9 @@ impl SessionShared {
         }
         match ev {
             Ev::TurnStart {} => {
-                if let Some(t) = turn {
+                if let Some(t) = turn
+                    && s.review_turn.as_deref() != Some(t)
+                {
                     Self::note_turn(s, t);
                 }
                 if Self::inside_review(s, turn) {
@@ -333,7 +335,9 @@ impl SessionShared {
                     s.spend.on_turn_end(now_ms(), stopped.as_ref());
                 }
                 s.turn = None;
-                s.review_turn = None;
+                if let Some(r) = s.review_turn.take() {
+                    Self::review_ended(s, &r, *status);
+                }
                 let review = s.review.take();
                 s.last_outcome = Some(*status);
                 if let Some(e) = error {
@@ -477,7 +481,9 @@ impl SessionShared {
             s.turn_count += 1;
             s.spend.on_turn_start(now_ms());
         }
-        Self::note_turn(&mut s, turn);
+        if s.review_turn.as_deref() != Some(turn) {
+            Self::note_turn(&mut s, turn);
+        }
         s.expect_json = expect_json;
         s.last_error = None;
         self.refresh_status(&mut s);

@@ -84,17 +84,22 @@ impl Actor {
 
     async fn rollback(&mut self, n: u32) -> Result<RolledBack, RelayError> {
         let server = self.between_turns("roll back").await?;
-        let turns = self.shared.turns();
+        // Codex 0.169+ names turns as thread/read does: its list is the history (a review
+        // is two turns there); 0.98 names them afresh, so the session's own list is.
+        let turns = if server.version().has_thread_revert() {
+            codex_turns(&server, &self.shared.id).await?
+        } else {
+            self.shared.turns()
+        };
         let n = n as usize;
-        if n == 0 || n > turns.len() {
+        let Some(dropped) = self.shared.last_turns(&turns, n).filter(|_| n > 0) else {
             return Err(RelayError::InvalidOption(format!(
                 "session {} has {} turn(s) in its history; roll back 1 to {}",
                 self.shared.id,
                 turns.len(),
                 turns.len()
             )));
-        }
-        let dropped = turns[turns.len() - n..].to_vec();
+        };
         let thread_id = self.shared.id.clone();
         if server.version().has_thread_revert() {
             let params = ThreadRevertParams {
@@ -105,7 +110,7 @@ impl Actor {
         } else {
             let params = ThreadRollbackParams {
                 thread_id,
-                num_turns: n as u32,
+                num_turns: dropped.len() as u32,
             };
             server.call::<ThreadRollback>(&params).await?;
         }
@@ -116,6 +121,8 @@ impl Actor {
                 turns: dropped.clone(),
             },
         );
+        self.shared
+            .set_turns(turns[..turns.len() - dropped.len()].to_vec());
         self.shared.persist();
         Ok(RolledBack {
             session_id: self.shared.id.clone(),
@@ -126,7 +133,11 @@ impl Actor {
 
     async fn fork(&mut self, through: Option<String>) -> Result<ForkedThread, RelayError> {
         let server = self.loaded("fork").await?;
-        let turns = self.shared.turns();
+        let turns = if server.version().has_thread_revert() {
+            codex_turns(&server, &self.shared.id).await?
+        } else {
+            self.shared.turns()
+        };
         let running = self.shared.current_turn();
         let kept: Vec<String> = match &through {
             Some(t) => {
@@ -144,11 +155,12 @@ impl Actor {
                 turns[..=at].to_vec()
             }
             None => turns
-                .into_iter()
-                .filter(|t| Some(t) != running.as_ref())
+                .iter()
+                .filter(|t| Some(*t) != running.as_ref())
+                .cloned()
                 .collect(),
         };
-        let whole = kept.len() == self.shared.turns().len() && running.is_none();
+        let whole = kept.len() == turns.len() && running.is_none();
         let by_turn = server.version().has_thread_revert();
         if through.is_some() && !by_turn && !whole {
             return Err(RelayError::Unsupported(format!(
@@ -183,12 +195,17 @@ impl Actor {
     /// What a notification of the session's own thread says of a running review: the
     /// reviewing model's JSON is kept, and the end of review mode logs the `review` event.
     pub(super) fn on_review_item(&self, n: &ServerNotification, events: &mut Vec<Logged>) {
-        let (ServerNotification::ItemStarted(i) | ServerNotification::ItemCompleted(i)) = n else {
-            return;
-        };
         if !self.shared.in_review() {
             return;
         }
+        if let ServerNotification::Error(e) = n
+            && !e.will_retry
+        {
+            return self.review_failed(e, events);
+        }
+        let (ServerNotification::ItemStarted(i) | ServerNotification::ItemCompleted(i)) = n else {
+            return;
+        };
         match &i.item {
             ThreadItem::AgentMessage(m) => {
                 if let Some(found) = ReviewOutput::from_model_json(&m.text) {
@@ -215,6 +232,56 @@ impl Actor {
                 });
             }
             _ => {}
+        }
+    }
+}
+
+/// The turns of `thread`'s history as Codex lists them (`thread/read`).
+async fn codex_turns(server: &AppServer, thread: &str) -> Result<Vec<String>, RelayError> {
+    let read = server
+        .call::<codex_relay_protocol::v2::ThreadRead>(&codex_relay_protocol::v2::ThreadReadParams {
+            thread_id: thread.to_owned(),
+            include_turns: true,
+        })
+        .await?;
+    Ok(read.thread.turns.into_iter().map(|t| t.id).collect())
+}
+
+impl Actor {
+    /// Codex could not start the review (e.g. a base branch outside a git repository): it
+    /// says so with an error and never ends the turn. The relay ends it, failed, with Codex's
+    /// reason, and asks Codex to interrupt what is left of it.
+    fn review_failed(
+        &self,
+        e: &codex_relay_protocol::v2::ErrorNotification,
+        events: &mut Vec<Logged>,
+    ) {
+        let Some(turn) = self.shared.current_turn() else {
+            return;
+        };
+        if e.turn_id.as_deref().is_some_and(|t| t != turn) {
+            return;
+        }
+        let message = e.error["message"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| e.error.to_string());
+        events.push(Logged {
+            role: Role::System,
+            turn: Some(turn.clone()),
+            ev: Ev::TurnEnd {
+                status: crate::event::TurnEndStatus::Failed,
+                error: Some(format!("the review could not run: {message}")),
+                stopped: None,
+                usage: None,
+            },
+            origin: None,
+        });
+        if let Some(server) = self.server.clone() {
+            let thread = self.shared.id.clone();
+            tokio::spawn(async move {
+                let _ = server.turn_interrupt(&thread, &turn).await;
+            });
         }
     }
 }

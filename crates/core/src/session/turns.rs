@@ -27,15 +27,54 @@ impl SessionShared {
         s.review_turn.is_some() && s.turn == s.review_turn && turn != s.review_turn.as_deref()
     }
 
+    /// The thread's history is these turns (as Codex listed them); the row is written.
+    pub(crate) fn set_turns(&self, turns: Vec<String>) {
+        let mut s = self.lock();
+        s.meta.turns = turns;
+        if let Some(store) = self.writer() {
+            store.upsert_session(self.record(&s));
+        }
+    }
+
     /// The turns of the thread's history, in order.
     pub(crate) fn turns(&self) -> Vec<String> {
         self.lock().meta.turns.clone()
     }
 
-    /// `turn` (just started by `review/start`) is a review.
+    /// `turn` (just started by `review/start`) is a review. It joins the history when it
+    /// ends (after the turn Codex runs the review in, as Codex lists them), unless it failed.
     pub(crate) fn review_started(&self, turn: &str) {
+        {
+            let mut s = self.lock();
+            s.review_turn = Some(turn.to_owned());
+            s.meta.review_turns.push(turn.to_owned());
+        }
         self.turn_started(turn, false);
-        self.lock().review_turn = Some(turn.to_owned());
+    }
+
+    /// The review turn `turn` ended with `status`.
+    pub(super) fn review_ended(s: &mut State, turn: &str, status: TurnEndStatus) {
+        if status == TurnEndStatus::Failed {
+            s.meta.review_turns.retain(|t| t != turn);
+        } else {
+            Self::note_turn(s, turn);
+        }
+    }
+
+    /// The turns a rollback of `n` drops from `history` (Codex's list): the last `n`, a
+    /// review and the turn it ran in counting as one; `None` when there are fewer.
+    pub(crate) fn last_turns(&self, history: &[String], n: usize) -> Option<Vec<String>> {
+        let reviews = self.lock().meta.review_turns.clone();
+        let mut counted = 0;
+        for (i, t) in history.iter().enumerate().rev() {
+            if !reviews.contains(t) {
+                counted += 1;
+            }
+            if counted == n {
+                return Some(history[i..].to_vec());
+            }
+        }
+        None
     }
 
     /// Whether the running turn is a review.

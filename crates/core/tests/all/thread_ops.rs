@@ -215,6 +215,17 @@ async fn review_gives_the_findings_structured(version: &'static str) {
     let result = done.result.expect("the review's result");
     assert_eq!(result["findings"][1]["title"], "[P3] Unused import");
     assert_eq!(result["overallExplanation"], "One real bug.");
+    // The history is what Codex lists (0.169+ runs the review in a turn of its own, listed
+    // just before the one review/start answered).
+    if newer(version) {
+        let codex: Vec<String> = codex_history(&env.relay, &id)
+            .await
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
+        assert_eq!(env.relay.status(&id).unwrap().turns, codex);
+        assert_eq!(codex.len(), 3, "{codex:?}");
+    }
     // An empty target is refused before Codex is asked.
     let bad = env
         .relay
