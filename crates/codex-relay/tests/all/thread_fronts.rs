@@ -2,7 +2,8 @@
 //! model: over HTTP (review → the findings as the session's result; rollback and fork with the
 //! log contiguous; the model list; a session's model and effort reaching the model's request;
 //! clear errors), over MCP with the official Rust SDK (`codex_thread`, one tool with an `op`),
-//! and `codex-relay run --review` printing the findings as JSON.
+//! `codex-relay run --review` printing the findings as JSON, and the library
+//! (`Session::review/fork/rollback/set_model`).
 
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ macro_rules! on_newer_codex {
 }
 
 on_newer_codex!(
+    from_the_library_review_fork_rollback_and_effort,
     over_http_review_rollback_fork_and_model,
     over_mcp_codex_thread_does_each_op,
     run_review_prints_the_findings,
@@ -484,5 +486,52 @@ async fn run_review_prints_the_findings(version: &'static str) {
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
+    bed.model.assert_all_scripted();
+}
+
+async fn from_the_library_review_fork_rollback_and_effort(version: &'static str) {
+    let bed = crate::library_support::Bed::start(version).await;
+    bed.model.route("LIB-ONE", [Reply::text("one")]);
+    bed.model.route("LIB-FORK", [Reply::text("in the fork")]);
+    bed.model
+        .route_sub_agent("", [Reply::text(scripted_review().to_string())]);
+    let session = bed
+        .client
+        .session(bed.options().effort("low"))
+        .await
+        .expect("session");
+    session.run("LIB-ONE first").await.expect("first run");
+    let reviewed = session
+        .review(codex_relay::ReviewTarget::Custom {
+            instructions: "look at the loop".into(),
+        })
+        .await
+        .expect("the review run");
+    let review = reviewed.review().expect("the run's findings");
+    assert_eq!(review.findings[0].title, "[P1] Unchecked index");
+    assert_eq!(review.findings[0].lines, Some((10, 12)));
+    assert_eq!(session.snapshot().effort.as_deref(), Some("low"));
+    let first = session.snapshot().turns[0].clone();
+    let fork = session.fork(Some(&first)).await.expect("fork");
+    assert_ne!(fork.id(), session.id());
+    assert_eq!(fork.snapshot().turns, vec![first.clone()]);
+    fork.set_model(codex_relay::ModelChoice {
+        model: None,
+        effort: Some("high".into()),
+    })
+    .await
+    .expect("effort");
+    let run = fork.run("LIB-FORK go on").await.expect("a run in the fork");
+    assert_eq!(run.text, "in the fork");
+    let asked = bed.model.requests_with("LIB-FORK");
+    assert_eq!(
+        asked[0].body["reasoning"]["effort"], "high",
+        "{}",
+        asked[0].body
+    );
+    // The fork's model saw the first turn, not the review.
+    assert!(asked[0].user_texts().iter().any(|t| t.contains("LIB-ONE")));
+    let rolled = session.rollback(1).await.expect("rollback");
+    assert_eq!(rolled.turns, vec![first]);
     bed.model.assert_all_scripted();
 }
