@@ -335,10 +335,7 @@ impl SessionShared {
                     s.spend.on_turn_end(now_ms(), stopped.as_ref());
                 }
                 s.turn = None;
-                if let Some(r) = s.review_turn.take() {
-                    Self::review_ended(s, &r, *status);
-                }
-                let review = s.review.take();
+                let review = Self::review_turn_ended(s, *status);
                 s.last_outcome = Some(*status);
                 if let Some(e) = error {
                     s.last_error = Some(e.clone());

@@ -52,13 +52,17 @@ impl SessionShared {
         self.turn_started(turn, false);
     }
 
-    /// The review turn `turn` ended with `status`.
-    pub(super) fn review_ended(s: &mut State, turn: &str, status: TurnEndStatus) {
-        if status == TurnEndStatus::Failed {
-            s.meta.review_turns.retain(|t| t != turn);
-        } else {
-            Self::note_turn(s, turn);
+    /// The running turn ended with `status`: a review joins the history (unless it failed);
+    /// answers what it found.
+    pub(super) fn review_turn_ended(s: &mut State, status: TurnEndStatus) -> Option<ReviewOutput> {
+        if let Some(turn) = s.review_turn.take() {
+            if status == TurnEndStatus::Failed {
+                s.meta.review_turns.retain(|t| *t != turn);
+            } else {
+                Self::note_turn(s, &turn);
+            }
         }
+        s.review.take()
     }
 
     /// The turns a rollback of `n` drops from `history` (Codex's list): the last `n`, a
