@@ -35,8 +35,16 @@ pub enum ApproveMode {
 pub struct RunArgs {
     #[command(flatten)]
     engine: EngineArgs,
-    /// The prompt; `-` reads it from stdin.
-    prompt: String,
+    /// The prompt; `-` reads it from stdin. With `--review custom`, the review's
+    /// instructions; else not needed with `--review`.
+    #[arg(required_unless_present = "review")]
+    prompt: Option<String>,
+    /// Review instead of prompting, and print the findings as JSON: `uncommitted` (the
+    /// default: staged, unstaged and untracked changes), `base:BRANCH` (the current branch
+    /// against BRANCH), `commit:SHA`, or `custom` (the PROMPT says what to review).
+    #[arg(long, value_name = "TARGET", num_args = 0..=1, default_missing_value = "uncommitted",
+        value_parser = parse_review)]
+    review: Option<ReviewArg>,
     /// A JSON schema file: the final message must match it (made strict-compatible); the
     /// parsed JSON is printed.
     #[arg(long, value_name = "FILE")]
@@ -56,6 +64,9 @@ pub struct RunArgs {
     /// The model (default: Codex's config).
     #[arg(long, value_name = "M")]
     model: Option<String>,
+    /// The reasoning effort: `low`, `medium`, `high`, ... (default: Codex's config).
+    #[arg(long, value_name = "E")]
+    effort: Option<String>,
     /// A Codex config override `key=value` for this session (repeatable); the value is read
     /// as JSON when it parses (numbers, true/false, "quoted"), else as a string.
     #[arg(short = 'c', value_name = "KEY=VALUE")]
@@ -70,6 +81,41 @@ pub struct RunArgs {
     /// unless --cwd says otherwise; kept in `demo/` in the data directory.
     #[arg(long)]
     demo: bool,
+}
+
+/// What `--review` reviews.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReviewArg {
+    Target(codex_relay::ReviewTarget),
+    /// Instructions from the prompt.
+    Custom,
+}
+
+/// `uncommitted`, `base:BRANCH`, `commit:SHA` or `custom`.
+pub fn parse_review(s: &str) -> Result<ReviewArg, String> {
+    use codex_relay::ReviewTarget as T;
+    let nonempty = |v: &str, what: &str| {
+        let v = v.trim();
+        if v.is_empty() {
+            Err(format!("--review {s:?}: the {what} is empty"))
+        } else {
+            Ok(v.to_owned())
+        }
+    };
+    match s.split_once(':') {
+        None if s == "uncommitted" => Ok(ReviewArg::Target(T::UncommittedChanges)),
+        None if s == "custom" => Ok(ReviewArg::Custom),
+        Some(("base", branch)) => Ok(ReviewArg::Target(T::BaseBranch {
+            branch: nonempty(branch, "branch")?,
+        })),
+        Some(("commit", sha)) => Ok(ReviewArg::Target(T::Commit {
+            sha: nonempty(sha, "commit")?,
+            title: None,
+        })),
+        _ => Err(format!(
+            "--review {s:?}: use uncommitted, base:BRANCH, commit:SHA or custom"
+        )),
+    }
 }
 
 /// `90s`, `5m`, `1h`, `1500ms`, or plain seconds.
@@ -146,6 +192,9 @@ fn options(
     if let Some(m) = &args.model {
         opts = opts.model(m);
     }
+    if let Some(e) = &args.effort {
+        opts = opts.effort(e);
+    }
     for kv in &args.config {
         let Some((k, v)) = kv.split_once('=') else {
             bail!("-c {kv:?}: expected key=value");
@@ -167,7 +216,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         ApproveMode::Deny => Approval::Deny,
         ApproveMode::Ask => crate::ask::terminal_approval()?,
     };
-    let prompt = read_prompt(&args.prompt)?;
+    let prompt = match &args.prompt {
+        Some(p) => read_prompt(p)?,
+        None => String::new(),
+    };
+    let review = match &args.review {
+        None => None,
+        Some(ReviewArg::Target(t)) => Some(t.clone()),
+        Some(ReviewArg::Custom) if prompt.trim().is_empty() => {
+            bail!("--review custom: the PROMPT says what to review, and it is empty")
+        }
+        Some(ReviewArg::Custom) => Some(codex_relay::ReviewTarget::Custom {
+            instructions: prompt.clone(),
+        }),
+    };
+    if review.is_some() && args.output_schema.is_some() {
+        bail!("--review prints the review's findings as JSON; it takes no --output-schema");
+    }
     let schema = args.output_schema.as_ref().map(read_schema).transpose()?;
     let (relay, demo) = if args.demo {
         let (relay, demo) =
@@ -180,7 +245,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args, approval, demo.as_ref())?;
     let client = Client::from_relay(relay);
     let outcome = tokio::select! {
-        r = run_once(&client, &args, opts, prompt, schema) => Ok(r),
+        r = run_once(&client, &args, opts, prompt, schema, review) => Ok(r),
         _ = shutdown_signal() => Err(Interrupted),
     };
     if !matches!(outcome, Ok(Ok(()))) {
@@ -216,6 +281,7 @@ async fn run_once(
     opts: SessionOptions,
     prompt: String,
     schema: Option<Value>,
+    review: Option<codex_relay::ReviewTarget>,
 ) -> Result<(), Error> {
     let session = match &args.resume {
         Some(id) => client.resume(id, opts).await,
@@ -232,6 +298,10 @@ async fn run_once(
     let mut p = session.prompt(prompt);
     if let Some(s) = schema.clone() {
         p = p.output_schema(s);
+    }
+    let reviewing = review.is_some();
+    if let Some(t) = review {
+        p = p.review(t);
     }
     let mut stream = p.stream();
     let mut progress = Progress::new(std::io::stderr().is_terminal());
@@ -251,7 +321,13 @@ async fn run_once(
     }
     progress.clear();
     let result = stream.finish().await.map_err(report)?;
-    if schema.is_some() {
+    if reviewing {
+        // The findings, structured (the review as Codex rendered it is on stderr's progress).
+        let review = result.review().unwrap_or_default();
+        if !args.json {
+            println!("{}", serde_json::to_string(&review).unwrap_or_default());
+        }
+    } else if schema.is_some() {
         match result.parse::<Value>() {
             Ok(v) if !args.json => println!("{v}"),
             Ok(_) => {}
@@ -295,6 +371,35 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("3d").is_err());
+    }
+
+    #[test]
+    fn review_targets() {
+        use codex_relay::ReviewTarget as T;
+        assert_eq!(
+            parse_review("uncommitted"),
+            Ok(ReviewArg::Target(T::UncommittedChanges))
+        );
+        assert_eq!(
+            parse_review("base:main"),
+            Ok(ReviewArg::Target(T::BaseBranch {
+                branch: "main".into()
+            }))
+        );
+        assert_eq!(
+            parse_review("commit:abc123"),
+            Ok(ReviewArg::Target(T::Commit {
+                sha: "abc123".into(),
+                title: None
+            }))
+        );
+        assert_eq!(parse_review("custom"), Ok(ReviewArg::Custom));
+        assert!(
+            parse_review("base:")
+                .unwrap_err()
+                .contains("branch is empty")
+        );
+        assert!(parse_review("everything").is_err());
     }
 
     #[test]

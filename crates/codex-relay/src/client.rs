@@ -491,6 +491,15 @@ impl Client {
             .map_err(|e| Error::setup(format!("writing the export of {id}: {e}")))
     }
 
+    /// The models Codex offers (hidden ones too with `include_hidden`), with the reasoning
+    /// efforts each takes: what [`SessionOptions::model`] and [`SessionOptions::effort`] take.
+    pub async fn models(
+        &self,
+        include_hidden: bool,
+    ) -> Result<Vec<codex_relay_core::ModelInfo>, Error> {
+        Ok(self.relay.models(include_hidden).await?)
+    }
+
     /// Opens a new session (a new Codex thread) with `options`; no turn runs yet.
     /// With [`SessionOptions::workspace`], the session works in a fresh isolated copy.
     pub async fn session(&self, options: SessionOptions) -> Result<Session, Error> {
@@ -578,6 +587,7 @@ impl SessionOptions {
         CreateOptions {
             cwd: self.cwd.clone(),
             model: self.model.clone(),
+            effort: self.effort.clone(),
             approval_policy: Some(self.approval.codex_policy()),
             sandbox: Some(self.sandbox),
             config: (!self.config.is_empty()).then(|| self.config.clone()),

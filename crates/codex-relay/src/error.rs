@@ -341,8 +341,10 @@ impl From<RelayError> for Error {
             | RelayError::Store(_)
             | RelayError::Rule(_) => Error::setup(message),
             RelayError::AnswerLink(_) => Error::new(Phase::Request, ErrorKind::Refused, message),
-            RelayError::Closed(_) => Error::new(Phase::Request, ErrorKind::Setup, message),
-            RelayError::ActiveWriter { .. } => {
+            RelayError::Closed(_) | RelayError::Unsupported(_) => {
+                Error::new(Phase::Request, ErrorKind::Setup, message)
+            }
+            RelayError::Busy(_) | RelayError::ActiveWriter { .. } => {
                 Error::new(Phase::Request, ErrorKind::Refused, message)
             }
             RelayError::BudgetReached { reason, .. } => {

@@ -111,7 +111,10 @@ mod tool;
 pub use approval::{Approval, ApprovalDecision, ApprovalKind, ApprovalRequest};
 pub use client::{Client, ClientBuilder};
 pub use codex_relay_core::store::Retention;
-pub use codex_relay_core::{OverLimit, Reach, RecyclePolicy, Stopped};
+pub use codex_relay_core::{
+    Forked, ModelChoice, ModelInfo, OverLimit, Reach, RecyclePolicy, ReviewFinding, ReviewOutput,
+    ReviewTarget, RolledBack, Stopped,
+};
 pub use error::{Error, ErrorKind, Phase, phase_of_error_info};
 pub use options::{DEFAULT_INTERRUPT_GRACE, SandboxMode, SessionOptions};
 pub use questions::{Answer, Question, QuestionItem, QuestionKind, Questions};

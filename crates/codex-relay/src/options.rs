@@ -34,6 +34,7 @@ pub const DEFAULT_INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 pub struct SessionOptions {
     pub(crate) cwd: Option<String>,
     pub(crate) model: Option<String>,
+    pub(crate) effort: Option<String>,
     pub(crate) sandbox: SandboxMode,
     pub(crate) approval: Approval,
     pub(crate) config: Map<String, Value>,
@@ -55,6 +56,7 @@ impl Default for SessionOptions {
         Self {
             cwd: None,
             model: None,
+            effort: None,
             sandbox: SandboxMode::WorkspaceWrite,
             approval: Approval::Never,
             config: Map::new(),
@@ -88,6 +90,13 @@ impl SessionOptions {
     /// The model (default: Codex's config).
     pub fn model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// The reasoning effort of its turns: `low`, `medium`, `high`, ... (what the model
+    /// takes; [`crate::Client::models`] lists them; default: Codex's config).
+    pub fn effort(mut self, effort: impl Into<String>) -> Self {
+        self.effort = Some(effort.into());
         self
     }
 

@@ -60,6 +60,14 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// The findings of a review run ([`crate::Session::review`]), structured.
+    pub fn review(&self) -> Option<codex_relay_core::ReviewOutput> {
+        self.events.iter().rev().find_map(|e| match &e.ev {
+            Ev::Review { review } => Some((**review).clone()),
+            _ => None,
+        })
+    }
+
     /// The turn's tool calls, in the order they started.
     pub fn tool_calls(&self) -> Vec<ToolCall> {
         let mut calls: Vec<ToolCall> = Vec::new();

@@ -30,6 +30,8 @@ pub(crate) struct TurnSpec {
     pub idle: Option<Duration>,
     pub grace: Duration,
     pub plan_mode: bool,
+    /// A review turn (`review/start`) of this target instead of a message.
+    pub review: Option<codex_relay_core::ReviewTarget>,
 }
 
 /// Everything a run needs from its session.
@@ -98,20 +100,24 @@ pub(crate) async fn drive(
         },
         ..Default::default()
     };
+    let start = async {
+        match spec.review {
+            Some(target) => ctx.relay.review(&id, target).await,
+            None => ctx.relay.say(&id, say).await,
+        }
+    };
     let said = match spec.deadline {
-        Some(limit) => tokio::time::timeout(limit, ctx.relay.say(&id, say))
-            .await
-            .map_err(|_| {
-                Error::new(
-                    Phase::Budget,
-                    ErrorKind::Deadline {
-                        stopped: Stopped::NotRunning,
-                    },
-                    format!("the run's deadline ({limit:?}) passed before the turn started"),
-                )
-                .in_turn(&id, None)
-            })?,
-        None => ctx.relay.say(&id, say).await,
+        Some(limit) => tokio::time::timeout(limit, start).await.map_err(|_| {
+            Error::new(
+                Phase::Budget,
+                ErrorKind::Deadline {
+                    stopped: Stopped::NotRunning,
+                },
+                format!("the run's deadline ({limit:?}) passed before the turn started"),
+            )
+            .in_turn(&id, None)
+        })?,
+        None => start.await,
     };
     let turn = said
         .map_err(|e| Error::from(e).in_turn(&id, None))?

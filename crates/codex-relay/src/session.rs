@@ -104,6 +104,7 @@ impl Session {
             idle: self.idle,
             grace: self.grace,
             plan_mode: false,
+            review: None,
         }
     }
 
@@ -121,6 +122,49 @@ impl Session {
     /// turns, wall time, estimated cost).
     pub async fn limits(&self) -> Result<codex_relay_core::limits::LimitsView, Error> {
         Ok(self.relay.limits(self.id()).await?)
+    }
+
+    /// Reviews `target` (uncommitted changes, against a base branch, a commit, or custom
+    /// instructions) as one turn and waits for its end: [`RunResult::review`] holds the
+    /// findings, structured. Runs with the session's deadline, idle watchdog and budget.
+    pub async fn review(&self, target: codex_relay_core::ReviewTarget) -> Result<RunResult, Error> {
+        self.prompt(String::new()).review(target).run().await
+    }
+
+    /// Forks the session into a new one with its settings: all of its history, or through
+    /// `through` (one of [`SessionSnapshot::turns`]; Codex 0.169+). The fork is a session of
+    /// its own, with this session's approval handling and limits.
+    pub async fn fork(&self, through: Option<&str>) -> Result<Session, Error> {
+        let forked = self
+            .relay
+            .fork(self.id(), through.map(str::to_owned))
+            .await?;
+        let handle = self.relay.session(&forked.session_id).await?;
+        Ok(Session {
+            handle,
+            workspace: None,
+            ..self.clone()
+        })
+    }
+
+    /// Drops the last `turns` turns from the thread's history (files they changed stay
+    /// changed); answers what was dropped and the history left.
+    pub async fn rollback(&self, turns: u32) -> Result<codex_relay_core::RolledBack, Error> {
+        Ok(self.relay.rollback(self.id(), turns).await?)
+    }
+
+    /// Compacts the thread's history (Codex runs it as a turn; the next run waits for it).
+    pub async fn compact(&self) -> Result<(), Error> {
+        Ok(self.relay.compact(self.id()).await?)
+    }
+
+    /// Sets the model and reasoning effort of the session's next runs (the fields given;
+    /// [`crate::Client::models`] lists them).
+    pub async fn set_model(
+        &self,
+        choice: codex_relay_core::ModelChoice,
+    ) -> Result<codex_relay_core::ModelChoice, Error> {
+        Ok(self.relay.set_model(self.id(), choice).await?)
     }
 
     /// Runs `prompt` as one turn and waits for its end.
@@ -177,6 +221,7 @@ pub struct Prompt<'a> {
     idle: Option<Duration>,
     grace: Duration,
     plan_mode: bool,
+    review: Option<codex_relay_core::ReviewTarget>,
 }
 
 impl Prompt<'_> {
@@ -208,6 +253,13 @@ impl Prompt<'_> {
         self
     }
 
+    /// Makes this run a review of `target` (`review/start`) instead of a message: the text
+    /// is not sent, and [`RunResult::review`] holds the findings.
+    pub fn review(mut self, target: codex_relay_core::ReviewTarget) -> Self {
+        self.review = Some(target);
+        self
+    }
+
     /// A JSON schema for the final message, sent as the turn's `outputSchema` as given (see
     /// [`crate::make_strict`] to make a hand-written schema strict-compatible).
     pub fn output_schema(mut self, schema: Value) -> Self {
@@ -225,6 +277,7 @@ impl Prompt<'_> {
                 idle: self.idle,
                 grace: self.grace,
                 plan_mode: self.plan_mode,
+                review: self.review,
             },
         )
     }

@@ -102,6 +102,13 @@ impl CodexVersion {
         self.triple() > OLDEST_TESTED.triple()
     }
 
+    /// `thread/revert` (drop the turns from one on) and `thread/fork` up to a turn
+    /// (`lastTurnId`); 0.98 has `thread/rollback` (drop the last N turns) and forks whole
+    /// threads only.
+    pub fn has_thread_revert(&self) -> bool {
+        self.triple() > OLDEST_TESTED.triple()
+    }
+
     /// The legacy `codex mcp-server` was removed in 0.154.
     pub fn has_legacy_mcp_server(&self) -> bool {
         self.triple() < LEGACY_MCP_SERVER_REMOVED.triple()

@@ -38,6 +38,9 @@ pub struct CreateOptions {
     pub images: Vec<String>,
     pub cwd: Option<String>,
     pub model: Option<String>,
+    /// Reasoning effort of its turns (`low`, `medium`, `high`, ...; Codex's default unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
     pub approval_policy: Option<ApprovalPolicy>,
     pub sandbox: Option<SandboxMode>,
     /// Sets approval policy and sandbox together (explicit values above win).

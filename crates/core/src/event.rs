@@ -205,6 +205,22 @@ pub enum Ev {
     Note {
         message: String,
     },
+    /// A review turn's findings (`review/start`), as the reviewing model gave them.
+    Review {
+        review: Box<ReviewOutput>,
+    },
+    /// The session's last turns were dropped from the thread's history (`rollback`): the
+    /// events of those turns stay in the log, and these turns no longer count as history.
+    RolledBack {
+        turns: Vec<String>,
+    },
+    /// The session was forked from another one: the turns that follow were copied from it
+    /// (through `through`, or all of them).
+    Forked {
+        from: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        through: Option<String>,
+    },
     /// A Codex notification codex-relay does not map (kept raw, never dropped).
     Codex {
         method: String,
@@ -230,8 +246,85 @@ impl Ev {
             Ev::Error { .. } => "error",
             Ev::Plan { .. } => "plan",
             Ev::Note { .. } => "note",
+            Ev::Review { .. } => "review",
+            Ev::RolledBack { .. } => "rolled-back",
+            Ev::Forked { .. } => "forked",
             Ev::Codex { .. } => "codex",
         }
+    }
+}
+
+/// What a review found: Codex's review output (`findings`, the overall verdict) and the text
+/// it showed for it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReviewOutput {
+    pub findings: Vec<ReviewFinding>,
+    /// E.g. `patch is correct`, `patch is incorrect`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overall_correctness: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overall_explanation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overall_confidence_score: Option<f64>,
+    /// The review as Codex rendered it for people.
+    #[serde(default)]
+    pub text: String,
+}
+
+/// One finding of a review.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReviewFinding {
+    pub title: String,
+    #[serde(default)]
+    pub body: String,
+    /// 0 (most urgent) to 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// First and last line, 1-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<(u64, u64)>,
+}
+
+impl ReviewOutput {
+    /// Codex's review output as the reviewing model wrote it (`findings`, `overall_*`,
+    /// snake_case, each finding's `code_location`); `None` when `text` is not that.
+    pub fn from_model_json(text: &str) -> Option<ReviewOutput> {
+        let v: Value = serde_json::from_str(text.trim()).ok()?;
+        let findings = v.get("findings")?.as_array()?;
+        let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        Some(ReviewOutput {
+            findings: findings
+                .iter()
+                .map(|f| {
+                    let loc = f.get("code_location");
+                    let range = loc.and_then(|l| l.get("line_range"));
+                    ReviewFinding {
+                        title: str_of(f, "title").unwrap_or_default(),
+                        body: str_of(f, "body").unwrap_or_default(),
+                        priority: f.get("priority").and_then(Value::as_i64),
+                        confidence_score: f.get("confidence_score").and_then(Value::as_f64),
+                        file: loc.and_then(|l| str_of(l, "absolute_file_path")),
+                        lines: range.and_then(|r| {
+                            Some((r.get("start")?.as_u64()?, r.get("end")?.as_u64()?))
+                        }),
+                    }
+                })
+                .collect(),
+            overall_correctness: str_of(&v, "overall_correctness"),
+            overall_explanation: str_of(&v, "overall_explanation"),
+            overall_confidence_score: v.get("overall_confidence_score").and_then(Value::as_f64),
+            text: String::new(),
+        })
     }
 }
 

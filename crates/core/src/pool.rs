@@ -435,6 +435,20 @@ impl Pool {
         });
     }
 
+    /// Places `session` on the process `beside` is placed on (a fork, loaded there by Codex);
+    /// `false` when `beside` is placed nowhere (then it is placed as any new session).
+    pub fn place_beside(&self, session: &str, beside: &str) -> bool {
+        let mut t = self.lock();
+        let Some(id) = t.placed.get(beside).copied() else {
+            return false;
+        };
+        if let Some(m) = t.members.iter_mut().find(|m| m.id == id) {
+            m.sessions.insert(session.to_owned());
+        }
+        t.placed.insert(session.to_owned(), id);
+        true
+    }
+
     /// The app-server serving `session`, if it is placed and its process runs.
     pub fn server_of(&self, session: &str) -> Option<Arc<AppServer>> {
         let t = self.lock();

@@ -46,6 +46,13 @@ pub struct SessionMeta {
     /// Its sub-agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentInfo>,
+    /// The turns of its thread's history, in order (a rollback drops the last ones).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<String>,
+    /// Turns of `turns` that `review/start` answered: Codex 0.169+ runs the review in a turn
+    /// of its own just before it, so a rollback counts the two as one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub review_turns: Vec<String>,
     /// Anything else stored there, kept as it is.
     #[serde(flatten)]
     pub other: Map<String, Value>,

@@ -78,6 +78,8 @@ impl From<RelayError> for ApiError {
                 (StatusCode::UNPROCESSABLE_ENTITY, "invalid_answer")
             }
             RelayError::InvalidOption(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_option"),
+            RelayError::Busy(_) => (StatusCode::CONFLICT, "session_busy"),
+            RelayError::Unsupported(_) => (StatusCode::NOT_IMPLEMENTED, "unsupported_by_codex"),
             RelayError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden_option"),
             RelayError::TooManySessions { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "too_many_sessions")

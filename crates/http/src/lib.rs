@@ -2,7 +2,8 @@
 //! and for the whole relay, reference-001 compatible permission endpoints, OpenAPI, health,
 //! metrics and the web UI, all thin over [`Relay`] (see docs/HTTP.md).
 //!
-//! - [`sessions`]: create, list, snapshot, message, interrupt, close, history.
+//! - [`sessions`]: create, list, snapshot, message, interrupt, close, history; [`threads`]:
+//!   review, fork, rollback, compact, a session's model and effort, the model list.
 //! - [`sse`] and [`relay_stream`]: the streams; [`permission`]: reference-001 shapes.
 //! - [`security`]: Host allow-list, body limit, CORS, listen check, assembled by [`secure`];
 //!   [`gate`]: the token, browser logins and the cross-site check; [`auth`]: the credentials;
@@ -14,6 +15,7 @@
 
 pub mod auth;
 pub mod body_deadline;
+pub mod daemon_threads;
 pub mod error;
 pub mod export;
 pub mod frames;
@@ -97,10 +99,16 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
             "/api/sessions/{id}/limits",
             get(sessions::limits).post(sessions::set_limits),
         )
+        .route("/api/sessions/{id}/review", post(threads::review))
+        .route("/api/sessions/{id}/fork", post(threads::fork))
+        .route("/api/sessions/{id}/rollback", post(threads::rollback))
+        .route("/api/sessions/{id}/compact", post(threads::compact))
+        .route("/api/sessions/{id}/model", post(threads::set_model))
+        .route("/api/models", get(threads::models))
         .route("/api/sessions/{id}/stream", get(sse::stream))
         .route("/api/sessions/{id}/export", get(export::export))
-        .route("/api/threads/{id}", get(threads::read))
-        .route("/api/threads/{id}/fork", post(threads::fork))
+        .route("/api/threads/{id}", get(daemon_threads::read))
+        .route("/api/threads/{id}/fork", post(daemon_threads::fork))
         .route("/api/stream", get(relay_stream::stream))
         .route("/api/codex/permission/respond", post(permission::respond))
         .route("/api/codex/permission/pending", get(permission::pending))

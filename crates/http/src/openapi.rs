@@ -3,14 +3,19 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use crate::{export, health, notify, permission, relay_stream, rules, sessions, sse, threads};
+use crate::{
+    daemon_threads, export, health, notify, permission, relay_stream, rules, sessions, sse, threads,
+};
 
 #[derive(OpenApi)]
 #[openapi(
     info(title = "codex-relay HTTP API", description = "Codex sessions over HTTP and Server-Sent Events; see docs/HTTP.md."),
     paths(
         sessions::create, sessions::list, sessions::get, sessions::message, sessions::interrupt,
-        sessions::close, threads::read, threads::fork, sessions::events, sessions::limits, sessions::set_limits, export::export, sse::stream, relay_stream::stream,
+        sessions::close, sessions::events, sessions::limits, sessions::set_limits,
+        daemon_threads::read, daemon_threads::fork,
+        threads::review, threads::fork, threads::rollback, threads::compact, threads::set_model,
+        threads::models, export::export, sse::stream, relay_stream::stream,
         permission::respond, permission::pending, rules::list, rules::put, rules::delete,
         rules::suggest, notify::list, notify::key, notify::subscribe, notify::unsubscribe,
         health::healthz, health::metrics, document,

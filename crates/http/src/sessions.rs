@@ -25,6 +25,7 @@ pub async fn create(
         prompt: Some(body.prompt),
         cwd: body.cwd,
         model: body.model,
+        effort: body.effort,
         approval_policy: body.approval_policy,
         sandbox: body.sandbox,
         full_auto: body.full_auto == Some(true),

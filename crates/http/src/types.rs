@@ -16,8 +16,10 @@ pub struct CreateSession {
     /// Directory the session works in (absolute, or relative to the relay's directory).
     #[serde(alias = "workingDirectory")]
     pub cwd: Option<String>,
-    /// Model override, e.g. "gpt-5-codex".
+    /// Model override, e.g. "gpt-5-codex" (`GET /api/models` lists them).
     pub model: Option<String>,
+    /// Reasoning effort of its turns: `low`, `medium`, `high`, ... (what the model takes).
+    pub effort: Option<String>,
     /// `untrusted`, `on-failure`, `on-request` or `never`.
     #[schema(value_type = Option<String>)]
     pub approval_policy: Option<codex_relay_protocol::v2::ApprovalPolicy>,
@@ -123,6 +125,11 @@ pub struct SessionView {
     pub status: String,
     pub cwd: Option<String>,
     pub model: Option<String>,
+    /// The reasoning effort its turns run with (absent: Codex's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// The turns of its thread's history, in order (a rollback drops the last ones).
+    pub turns: Vec<String>,
     pub turn_count: u64,
     pub current_turn: Option<String>,
     /// The seq of the newest logged event.
@@ -173,6 +180,8 @@ impl From<SessionSnapshot> for SessionView {
             status: s.status.as_str().to_owned(),
             cwd: s.cwd,
             model: s.model,
+            effort: s.effort,
+            turns: s.turns,
             turn_count: s.turn_count,
             current_turn: s.current_turn,
             last_seq: s.last_seq,

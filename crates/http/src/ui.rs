@@ -73,6 +73,7 @@ static ASSETS: &[Asset] = &[
     asset!("list.js", JS),
     asset!("new.js", JS),
     asset!("session.js", JS),
+    asset!("threads.js", JS),
     asset!("timeline.js", JS),
     asset!("cards.js", JS),
     asset!("diff.js", JS),

@@ -1,4 +1,5 @@
-// One session: its header (status, cwd, model, tokens, interrupt), the timeline streamed from
+// One session: its header (status, cwd, model, tokens, interrupt, the thread operations of
+// threads.js), the timeline streamed from
 // /api/sessions/{id}/stream (history first, then live; resumed after the last seq seen), and a
 // follow-up box that starts a turn when idle and steers the running one otherwise.
 
@@ -13,6 +14,7 @@ const BUSY = {
 import { openStream } from './stream.js';
 import { Timeline, stopLabel } from './timeline.js';
 import { setBase } from './diff.js';
+import { threadActions } from './threads.js';
 
 export function sessionView(root, id, { onRelayEvent }) {
   const path = `/api/sessions/${encodeURIComponent(id)}`;
@@ -35,6 +37,13 @@ export function sessionView(root, id, { onRelayEvent }) {
   // A thread of the Codex daemon the terminal uses (docs/ATTACH.md): where it lives, and a
   // warning when another client set it to ask nobody (approval policy `never`).
   const attachedNote = h('p', { class: 'attached-note', role: 'note', hidden: true });
+  // The session's history (turn ids) and model, as the snapshot last said.
+  let snapshot = {};
+  const ops = threadActions(path, {
+    notice,
+    turns: () => snapshot.turns ?? [],
+    model: () => ({ model: snapshot.model, effort: snapshot.effort }),
+  });
   const streamState = h('span', { class: 'stream-state', role: 'status' });
   const events = h('div', { class: 'timeline', 'aria-label': 'Session events', role: 'log' });
 
@@ -56,7 +65,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         h('h1', { class: 'title' }, 'Session'),
         statusSlot, pendingNote),
       h('div', { class: 'line2' }, cwd, model, usage, streamState),
-      h('div', { class: 'line3' }, interrupt, close)),
+      h('div', { class: 'line3' }, interrupt, close, ops.buttons)),
     notice, budgetNote, attachedNote, events, composer);
 
   const timeline = new Timeline(events, {
@@ -73,6 +82,7 @@ export function sessionView(root, id, { onRelayEvent }) {
     statusSlot.replaceChildren(statusBadge(s));
     const busy = running(s);
     interrupt.disabled = !busy;
+    ops.setBusy(busy || s === 'closed');
     close.disabled = s === 'closed';
     send.textContent = busy ? 'Steer' : 'Send';
     input.placeholder = busy ? 'Add to the running turn (steer)' : s === 'closed' ? 'Closed; a message resumes it' : 'Follow up';
@@ -83,12 +93,13 @@ export function sessionView(root, id, { onRelayEvent }) {
   async function load() {
     try {
       const s = await get(path);
+      snapshot = s;
       // Until the first message names it: every session of one directory would look alike.
       if (!title) document.title = `Session ${id.slice(0, 8)} · codex-relay`;
       cwd.textContent = s.cwd ?? '';
       setBase(s.cwd);
       cwd.title = s.cwd ?? '';
-      model.textContent = s.model ?? '';
+      model.textContent = [s.model, s.effort].filter(Boolean).join(' · ');
       usage.textContent = tokens(s.spent?.usage ?? s.usage) || '';
       showBudget(s.budgetReached);
       showAttached(s.attached);
@@ -155,7 +166,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         }
         timeline.apply(env);
         // A turn of the session ended: what it spent, and any budget it reached.
-        if (env.ev && env.ev.t === 'turn-end' && !env.agent) load();
+        if (env.ev && ['turn-end', 'rolled-back'].includes(env.ev.t) && !env.agent) load();
         // A note may say the thread's approval policy changed (an attached thread).
         if (env.ev && env.ev.t === 'note') load();
       },

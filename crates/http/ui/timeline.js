@@ -127,6 +127,16 @@ export class Timeline {
       case 'note':
         this.add(node('notice', 'Note: ', ev.message));
         break;
+      case 'review':
+        this.add(node('review', reviewBlock(ev.review)));
+        break;
+      case 'rolled-back':
+        this.add(node('notice rolled-back', `Rolled back: ${ev.turns.length} turn(s) dropped from the thread's history (their events stay above).`));
+        break;
+      case 'forked':
+        this.add(node('notice forked', 'Forked from ', h('a', { href: `#/s/${encodeURIComponent(ev.from)}` }, `session ${ev.from.slice(0, 8)}`),
+          ev.through ? ` through turn ${ev.through}` : '', '; its history follows.'));
+        break;
       case 'codex':
         if (ev.method === 'warning' && ev.params && ev.params.message) {
           this.add(node('notice', 'Codex warns: ', ev.params.message));
@@ -243,4 +253,16 @@ export function stopLabel(r) {
   if (r.reason === 'idle') return `no output for ${Math.round(r.idleMs / 1000)} s`;
   if (r.reason === 'budget') return `budget ${r.budget}: ${r.used} of ${r.limit}`;
   return r.reason;
+}
+
+/** A review's findings: the verdict, then one item per finding (priority, title, where, body). */
+function reviewBlock(r) {
+  const where = (f) => (f.file ? ` — ${f.file}${f.lines ? `:${f.lines[0]}-${f.lines[1]}` : ''}` : '');
+  return h('div', { class: 'review-block' },
+    h('span', { class: 'who' }, 'Review'),
+    r.overallCorrectness ? h('strong', {}, ` ${r.overallCorrectness}`) : null,
+    r.overallExplanation ? h('p', {}, r.overallExplanation) : null,
+    r.findings.length === 0 ? h('p', {}, 'No findings.') : h('ol', { class: 'findings' },
+      ...r.findings.map((f) => h('li', { dataset: { priority: f.priority ?? '' } },
+        h('strong', {}, f.title), h('code', {}, where(f)), h('div', {}, f.body)))));
 }

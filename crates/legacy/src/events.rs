@@ -260,7 +260,17 @@ impl Translator {
             Ev::Note { message } => out
                 .msgs
                 .push(json!({"type": "background_event", "message": message})),
-            Ev::RequestResolved { .. } | Ev::Photo { .. } | Ev::Status { .. } | Ev::Codex { .. } => {}
+            // A review's findings as the legacy stream's notice (the review turn ends with
+            // its rendered text as the agent's message too).
+            Ev::Review { review } => out
+                .msgs
+                .push(json!({"type": "background_event", "message": review.text})),
+            Ev::RequestResolved { .. }
+            | Ev::Photo { .. }
+            | Ev::Status { .. }
+            | Ev::Codex { .. }
+            | Ev::RolledBack { .. }
+            | Ev::Forked { .. } => {}
         }
         out
     }

@@ -1,10 +1,12 @@
-//! The MCP front of codex-relay: Codex as seven tools (`codex_start`, `codex_say`,
-//! `codex_status`, `codex_respond`, `codex_interrupt`, `codex_list`, `codex_limits`) for any MCP client, over
+//! The MCP front of codex-relay: Codex as eight tools (`codex_start`, `codex_say`,
+//! `codex_status`, `codex_respond`, `codex_interrupt`, `codex_list`, `codex_limits`,
+//! `codex_thread`) for any MCP client, over
 //! stdio or streamable HTTP, with approvals by elicitation or by polling.
 //!
 //! - [`server`]: the rmcp handler (tool list, dispatch, long-poll with progress).
 //! - [`tools`]: what each tool does with the engine; [`params`]: their arguments;
-//!   [`outputs`]: their typed results (published as output schemas).
+//!   [`outputs`]: their typed results (published as output schemas); [`thread_tool`]: the
+//!   thread operations (review, fork, rollback, compact, models, model) as one tool.
 //! - [`view`]: what the tools show of a session; [`elicit`]: approvals as elicitation forms
 //!   pushed to clients that allow server requests; [`input_required`]: the same forms as
 //!   `InputRequiredResult` rounds for 2026-07-28 clients.
@@ -14,6 +16,7 @@ pub mod input_required;
 pub mod outputs;
 pub mod params;
 pub mod server;
+pub mod thread_tool;
 pub mod tools;
 pub mod view;
 #[cfg(test)]

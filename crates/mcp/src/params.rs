@@ -33,8 +33,12 @@ pub struct StartParams {
     /// Directory the session works in (absolute, or relative to the relay's own directory).
     /// Default: Codex's default (the relay's directory).
     pub working_directory: Option<String>,
-    /// Model override, e.g. "gpt-5-codex". Default: Codex's configured model.
+    /// Model override, e.g. "gpt-5-codex" (codex_thread op models lists them). Default:
+    /// Codex's configured model.
     pub model: Option<String>,
+    /// Reasoning effort of the session's turns: "low", "medium", "high", ... (what the model
+    /// takes; see codex_thread op models). Default: Codex's configured effort.
+    pub effort: Option<String>,
     /// When Codex stops to ask for approval. "on-failure" only exists before Codex 0.153 and
     /// becomes "on-request" on newer versions. Default: Codex's configured policy.
     pub approval_policy: Option<ApprovalPolicyParam>,

@@ -1,4 +1,4 @@
-//! The seven tools: their definitions (names, descriptions, input schemas) and what each one does
+//! The eight tools: their definitions (names, descriptions, input schemas) and what each one does
 //! with the engine. Every failure is a [`ToolError`] whose message says what to do next.
 
 use std::path::PathBuf;
@@ -51,7 +51,7 @@ pub const LIMITS: &str = "codex_limits";
 pub fn signature(tool: &str) -> &'static str {
     match tool {
         START => {
-            "{prompt, workingDirectory?, model?, approvalPolicy?, sandbox?, fullAuto?, profile?, config?, baseInstructions?, images?, skipGitRepoCheck?, dangerouslyBypassApprovalsAndSandbox?, outputSchema?, deadlineSeconds?, idleSeconds?, budget?}"
+            "{prompt, workingDirectory?, model?, effort?, approvalPolicy?, sandbox?, fullAuto?, profile?, config?, baseInstructions?, images?, skipGitRepoCheck?, dangerouslyBypassApprovalsAndSandbox?, outputSchema?, deadlineSeconds?, idleSeconds?, budget?}"
         }
         SAY => "{sessionId, message, images?, deadlineSeconds?, idleSeconds?}",
         LIMITS => "{sessionId, budget?, deadlineSeconds?, idleSeconds?, prices?}",
@@ -59,6 +59,7 @@ pub fn signature(tool: &str) -> &'static str {
         RESPOND => "{sessionId, id, answers: [string]}",
         INTERRUPT => "{sessionId}",
         LIST => "{workingDirectory?, limit?}",
+        crate::thread_tool::THREAD => crate::thread_tool::SIGNATURE,
         _ => "",
     }
 }
@@ -170,6 +171,12 @@ pub fn definitions() -> Vec<Tool> {
              budget starts no new turn until this raises it.",
         )
         .with_annotations(ToolAnnotations::new().destructive(false).idempotent(true)),
+        tool::<crate::thread_tool::ThreadParams, crate::thread_tool::ThreadOutput>(
+            crate::thread_tool::THREAD,
+            crate::thread_tool::TITLE,
+            crate::thread_tool::DESCRIPTION,
+        )
+        .with_annotations(ToolAnnotations::new().destructive(true).open_world(true)),
     ]
 }
 
@@ -206,6 +213,7 @@ pub fn start_request(p: StartParams) -> StartRequest {
         prompt: Some(p.prompt),
         cwd: p.working_directory,
         model: p.model,
+        effort: p.effort,
         approval_policy: p.approval_policy.map(Into::into),
         sandbox: p.sandbox.map(Into::into),
         full_auto: p.full_auto == Some(true),

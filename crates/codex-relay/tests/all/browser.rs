@@ -566,6 +566,65 @@ async fn newcomer_ui(variant: &'static str, prompts: &[&str]) -> Option<serde_js
     Some(findings)
 }
 
+/// A session page's thread operations, clicked: Model sets the next turns' model and effort,
+/// Fork opens a new session whose log starts with where it came from and the copied turn, Roll
+/// back drops that turn from the fork's history (one `rolled-back` event more, the log still
+/// contiguous and shown seq for seq), and the source keeps its history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thread_operations_from_the_session_page() {
+    let Some((node, codex)) = set_up(NEWEST) else {
+        return;
+    };
+    let data = demo_data("browser-threads-");
+    demo_run(&codex, data.path(), "a session to fork").await;
+    let mut relay = DemoRelay::start(&codex, "127.0.0.1:0", Some(data.path()), None).await;
+    let url = relay.url.clone();
+    let link = LogIn::Link(relay.login_link.clone());
+    let f = tokio::task::spawn_blocking(move || {
+        drive_script(&node, "threads.mjs", &url, "threads", link)
+    })
+    .await
+    .expect("the browser run");
+    let status = relay.stop().await;
+    assert!(status.success(), "serve --demo exited with {status}");
+    let source_turns = f["sourceTurns"].as_array().expect("turns").clone();
+    assert_eq!(source_turns.len(), 1, "{f}");
+    assert_eq!(f["model"]["model"], "codex-relay-demo", "{f}");
+    assert!(
+        f["asked"][0]
+            .as_str()
+            .is_some_and(|q| q.contains("codex-relay-demo")),
+        "the Model button offers the models Codex lists: {f}"
+    );
+    assert_eq!(f["model"]["effort"], "high", "{f}");
+    assert_eq!(f["fork"]["turns"].as_array(), Some(&source_turns), "{f}");
+    assert_eq!(
+        f["fork"]["effort"], "high",
+        "the fork keeps its source's settings: {f}"
+    );
+    assert_eq!(f["forkFirst"], "forked", "{f}");
+    assert_eq!(f["afterRollback"], serde_json::json!([]), "{f}");
+    // The log only grew: by the rolled-back event (and what Codex said of it).
+    let new_kinds = f["newKinds"].as_array().expect("new kinds");
+    assert_eq!(f["logGrew"].as_u64(), Some(new_kinds.len() as u64), "{f}");
+    assert_eq!(
+        new_kinds.iter().filter(|k| *k == "rolled-back").count(),
+        1,
+        "{f}"
+    );
+    assert_eq!(f["sourceAfter"].as_array(), Some(&source_turns), "{f}");
+    assert_eq!(
+        f["reviewTargets"],
+        serde_json::json!([
+            {"type": "uncommittedChanges"},
+            {"type": "baseBranch", "branch": "main"},
+            {"type": "commit", "sha": "abc123"},
+            {"type": "custom", "instructions": "look for races"}
+        ]),
+        "{f}"
+    );
+}
+
 /// "Enable push on this device" when the browser blocks notifications: the page says they are
 /// blocked and where to allow them (the message used to be overwritten at once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -68,4 +68,5 @@ mod serve_stderr_closed;
 mod slowloris;
 mod start_limits_config;
 mod start_policy;
+mod thread_fronts;
 mod ui_serving;

@@ -4,8 +4,7 @@
 use crate::common::{Bed, TURN_TIMEOUT, run_turn};
 use codex_relay_protocol::v2::{
     ApprovalPolicy, ModelList, ModelListParams, SandboxMode, ThreadArchive, ThreadFork,
-    ThreadIdParams, ThreadList, ThreadListParams, ThreadRead, ThreadReadParams, ThreadResumeParams,
-    TurnStatus,
+    ThreadIdParams, ThreadList, ThreadListParams, ThreadRead, ThreadReadParams, TurnStatus,
 };
 use codex_relay_testkit::{Reply, for_each_codex};
 
@@ -61,7 +60,7 @@ async fn read_list_fork_archive_and_models(version: &'static str) {
         listed.data.iter().map(|t| &t.id).collect::<Vec<_>>()
     );
 
-    let fork_params = ThreadResumeParams {
+    let fork_params = codex_relay_protocol::v2::ThreadForkParams {
         thread_id: thread.clone(),
         ..Default::default()
     };

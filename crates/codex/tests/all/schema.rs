@@ -138,10 +138,24 @@ fn examples(version: &CodexVersion) -> Vec<(&'static str, Value)> {
         output_schema: Some(json!({"type": "object"})),
         cwd: Some("/work".into()),
         model: Some("mock-model".into()),
+        effort: Some("high".into()),
         approval_policy: Some(ApprovalPolicy::OnFailure),
         extra: Map::new(),
     };
     version.adapt_approval_policy(&mut turn.approval_policy);
+    let mut fork = ThreadForkParams {
+        thread_id: "t".into(),
+        last_turn_id: version.has_thread_revert().then(|| "u".into()),
+        model: Some("mock-model".into()),
+        cwd: Some("/work".into()),
+        approval_policy: Some(ApprovalPolicy::Untrusted),
+        sandbox: Some(SandboxMode::ReadOnly),
+        config: resume.config.clone(),
+        base_instructions: Some("b".into()),
+        developer_instructions: Some("d".into()),
+        ..Default::default()
+    };
+    version.adapt_approval_policy(&mut fork.approval_policy);
     let mut out = vec![
         (
             "initialize",
@@ -152,7 +166,30 @@ fn examples(version: &CodexVersion) -> Vec<(&'static str, Value)> {
         ),
         (ThreadStart::METHOD, request(ThreadStart::METHOD, &start)),
         (ThreadResume::METHOD, request(ThreadResume::METHOD, &resume)),
-        (ThreadFork::METHOD, request(ThreadFork::METHOD, &resume)),
+        (ThreadFork::METHOD, request(ThreadFork::METHOD, &fork)),
+        (
+            ReviewStart::METHOD,
+            request(
+                ReviewStart::METHOD,
+                &ReviewStartParams {
+                    thread_id: "t".into(),
+                    target: ReviewTarget::Commit {
+                        sha: "abc123".into(),
+                        title: Some("Fix the parser".into()),
+                    },
+                    delivery: Some("inline".into()),
+                },
+            ),
+        ),
+        (
+            ThreadCompactStart::METHOD,
+            request(
+                ThreadCompactStart::METHOD,
+                &ThreadIdParams {
+                    thread_id: "t".into(),
+                },
+            ),
+        ),
         (
             ThreadList::METHOD,
             request(
@@ -210,6 +247,7 @@ fn examples(version: &CodexVersion) -> Vec<(&'static str, Value)> {
                 &ModelListParams {
                     cursor: None,
                     limit: Some(10),
+                    include_hidden: version.has_thread_revert().then_some(true),
                 },
             ),
         ),
@@ -223,6 +261,22 @@ fn examples(version: &CodexVersion) -> Vec<(&'static str, Value)> {
             ),
         ),
     ];
+    if version.has_thread_revert() {
+        let revert = ThreadRevertParams {
+            thread_id: "t".into(),
+            before_turn_id: "u".into(),
+        };
+        out.push((ThreadRevert::METHOD, request(ThreadRevert::METHOD, &revert)));
+    } else {
+        let rollback = ThreadRollbackParams {
+            thread_id: "t".into(),
+            num_turns: 2,
+        };
+        out.push((
+            ThreadRollback::METHOD,
+            request(ThreadRollback::METHOD, &rollback),
+        ));
+    }
     if version.has_turn_steer() {
         let steer = TurnSteerParams {
             thread_id: "t".into(),
@@ -259,6 +313,12 @@ async fn requests_and_answers_match_the_generated_schema(version: &'static str) 
     // Every method codex-relay declares is exercised (turn/steer only where it exists).
     for method in CLIENT_METHODS {
         if *method == TurnSteer::METHOD && !v.has_turn_steer() {
+            continue;
+        }
+        // One of the two ways to drop turns, as the version has it.
+        if (*method == ThreadRevert::METHOD && !v.has_thread_revert())
+            || (*method == ThreadRollback::METHOD && v.has_thread_revert())
+        {
             continue;
         }
         assert!(

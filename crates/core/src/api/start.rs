@@ -16,6 +16,8 @@ pub struct StartRequest {
     /// Directory the session works in: absolute, or relative to the relay's directory.
     pub cwd: Option<String>,
     pub model: Option<String>,
+    /// Reasoning effort of its turns (`low`, `medium`, `high`, ...).
+    pub effort: Option<String>,
     pub approval_policy: Option<ApprovalPolicy>,
     pub sandbox: Option<SandboxMode>,
     /// Approval policy `on-request` and sandbox `workspace-write`, unless given.
@@ -101,6 +103,7 @@ impl StartRequest {
             images,
             cwd: cwd.map(|c| c.display().to_string()),
             model: self.model,
+            effort: self.effort,
             approval_policy,
             sandbox,
             base_instructions: self.base_instructions,

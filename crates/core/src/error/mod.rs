@@ -32,6 +32,13 @@ pub enum RelayError {
     Closed(String),
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// The session cannot do that now (e.g. a rollback while a turn runs); the message says
+    /// what to wait for.
+    #[error("{0}")]
+    Busy(String),
+    /// The Codex the session runs on does not offer that (e.g. forking from a turn on 0.98).
+    #[error("{0}")]
+    Unsupported(String),
     /// An option beyond the operator's limits ([`crate::policy::StartPolicy`]).
     #[error("not allowed by this relay's policy: {0}")]
     Forbidden(String),
@@ -139,6 +146,8 @@ impl RelayError {
             RelayError::TooManySessions { .. } => "too_many_sessions",
             RelayError::Closed(_) => "session_closed",
             RelayError::InvalidOption(_) => "invalid_option",
+            RelayError::Busy(_) => "session_busy",
+            RelayError::Unsupported(_) => "unsupported_by_codex",
             RelayError::Forbidden(_) => "forbidden_option",
             RelayError::Start(_) => "codex_unavailable",
             RelayError::Codex(_) => "codex_error",
@@ -197,7 +206,10 @@ impl RelayError {
                 w.request = Some(id.clone());
                 w.message = message.clone();
             }
-            RelayError::InvalidOption(m) | RelayError::Forbidden(m) => w.message = m.clone(),
+            RelayError::InvalidOption(m)
+            | RelayError::Forbidden(m)
+            | RelayError::Busy(m)
+            | RelayError::Unsupported(m) => w.message = m.clone(),
             RelayError::TooManySessions { max } => w.max = Some(*max),
             RelayError::BudgetReached { session, reason } => {
                 w.session = Some(session.clone());
@@ -229,6 +241,8 @@ impl RelayError {
                 message: w.message,
             },
             "invalid_option" => RelayError::InvalidOption(w.message),
+            "session_busy" => RelayError::Busy(w.message),
+            "unsupported_by_codex" => RelayError::Unsupported(w.message),
             "forbidden_option" => RelayError::Forbidden(w.message),
             "too_many_sessions" => RelayError::TooManySessions {
                 max: w.max.unwrap_or_default(),

@@ -1,5 +1,5 @@
 //! One operation type for everything a session can be asked (say/steer, interrupt, close,
-//! answer a request, create, set limits), each with its typed reply: the session's actor runs
+//! answer a request, create, set limits, the thread operations), each with its typed reply: the session's actor runs
 //! the ones it owns, and the cluster carries the same value to the instance that runs the
 //! session. Each verb is one file here: its struct, its [`Operation`] impl, its runner on the
 //! actor (when the actor runs it) and the relay's public method. A new verb is that file, its
@@ -18,6 +18,7 @@ mod interrupt;
 mod respond;
 mod say;
 mod set_limits;
+mod thread_ops;
 
 pub(crate) use close::Close;
 pub(crate) use create::{Create, Created};
@@ -25,6 +26,7 @@ pub(crate) use interrupt::Interrupt;
 pub(crate) use respond::Respond;
 pub(crate) use say::Say;
 pub(crate) use set_limits::SetLimits;
+pub(crate) use thread_ops::{Compact, Fork, Review, Rollback, SetModel};
 
 /// An operation and its reply's type.
 pub(crate) trait Operation: Clone + Into<Op> + Send + 'static {
@@ -123,4 +125,6 @@ macro_rules! operations {
     };
 }
 
-operations!(Say, Interrupt, Close, Respond, Create, SetLimits);
+operations!(
+    Say, Interrupt, Close, Respond, Create, SetLimits, Review, Compact, Rollback, SetModel, Fork
+);

@@ -108,7 +108,7 @@ impl Actor {
 
     /// Makes sure the thread is loaded in a live app-server, restarting Codex and resuming
     /// the thread if needed.
-    async fn attach(&mut self) -> Result<Arc<AppServer>, RelayError> {
+    pub(super) async fn attach(&mut self) -> Result<Arc<AppServer>, RelayError> {
         if let (Some(server), Some(_)) = (&self.server, &self.sub)
             && server.peer().closed().is_none()
         {
@@ -181,12 +181,16 @@ impl Actor {
                 reason,
             });
         }
+        // The session's model and effort (set at its start or since) go with every turn.
+        let opts = self.shared.meta().options;
         let mut params = TurnStartParams {
             thread_id: self.shared.id.clone(),
             input: items,
             output_schema: input.output_schema.clone(),
             // Moved to another directory since the thread was loaded (a fresh isolated copy).
             cwd: self.shared.pending_cwd(),
+            model: opts.model,
+            effort: opts.effort,
             ..Default::default()
         };
         if input.plan_mode {
@@ -436,6 +440,9 @@ impl Actor {
             ev,
             origin: origin.clone(),
         }));
+        if child.is_none() {
+            self.on_review_item(n, events);
+        }
         if let Some(mut d) = mapped.delta {
             if let Some(o) = &origin {
                 d.invoke = o.invoke.clone();

@@ -44,6 +44,8 @@ impl SessionShared {
             },
             cwd: s.cwd.clone(),
             model: s.model.clone(),
+            effort: s.meta.options.effort.clone(),
+            turns: s.meta.turns.clone(),
             turn_count: s.turn_count,
             current_turn: s.turn.clone(),
             last_seq: top,

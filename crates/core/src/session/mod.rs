@@ -9,6 +9,7 @@ mod open_calls;
 mod shared;
 mod spend;
 mod status;
+mod thread_ops;
 
 use std::sync::Arc;
 use std::time::Duration;

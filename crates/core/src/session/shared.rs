@@ -52,6 +52,9 @@ pub(crate) struct State {
     pub agents: Agents,
     /// What it spent, and why its last turn was stopped.
     pub spend: super::spend::Spend,
+    /// The running turn is a review (`review/start`), and what it found so far.
+    pub review_turn: Option<String>,
+    pub review: Option<crate::event::ReviewOutput>,
 }
 
 pub struct SessionShared {
@@ -143,6 +146,8 @@ impl SessionShared {
             meta,
             raw: VecDeque::new(),
             spend: Default::default(),
+            review_turn: None,
+            review: None,
         }
     }
 
@@ -301,6 +306,14 @@ impl SessionShared {
         match ev {
             Ev::TurnStart {} => {
                 if let Some(t) = turn
+                    && s.review_turn.as_deref() != Some(t)
+                {
+                    Self::note_turn(s, t);
+                }
+                if Self::inside_review(s, turn) {
+                    // Codex 0.169+ runs a review as a turn inside the one review/start
+                    // answered: the session's turn is still that one.
+                } else if let Some(t) = turn
                     && s.turn.as_deref() != Some(t)
                 {
                     s.turn = Some(t.to_owned());
@@ -322,11 +335,17 @@ impl SessionShared {
                     s.spend.on_turn_end(now_ms(), stopped.as_ref());
                 }
                 s.turn = None;
+                let review = Self::review_turn_ended(s, *status);
                 s.last_outcome = Some(*status);
                 if let Some(e) = error {
                     s.last_error = Some(e.clone());
                 }
-                if *status == TurnEndStatus::Completed {
+                if *status == TurnEndStatus::Completed
+                    && let Some(r) = review
+                {
+                    // A review's result is what it found, structured.
+                    s.result = serde_json::to_value(r).ok();
+                } else if *status == TurnEndStatus::Completed {
                     s.result = s.last_message.as_ref().map(|m| {
                         if s.expect_json {
                             serde_json::from_str(m).unwrap_or_else(|_| Value::String(m.clone()))
@@ -361,7 +380,10 @@ impl SessionShared {
             | Ev::Error { .. }
             | Ev::Plan { .. }
             | Ev::Note { .. }
+            | Ev::Forked { .. }
             | Ev::Codex { .. } => {}
+            Ev::Review { review } => s.review = Some((**review).clone()),
+            Ev::RolledBack { turns } => Self::drop_turns(s, turns),
         }
     }
 
@@ -455,6 +477,9 @@ impl SessionShared {
             s.turn = Some(turn.to_owned());
             s.turn_count += 1;
             s.spend.on_turn_start(now_ms());
+        }
+        if s.review_turn.as_deref() != Some(turn) {
+            Self::note_turn(&mut s, turn);
         }
         s.expect_json = expect_json;
         s.last_error = None;
@@ -665,6 +690,8 @@ mod limits_of;
 mod replica;
 #[path = "turn_ends.rs"]
 mod turn_ends;
+#[path = "turns.rs"]
+mod turns;
 
 #[cfg(test)]
 #[path = "shared_tests.rs"]

@@ -25,6 +25,9 @@ pub(crate) struct Spend {
     pub stopped: Option<StopReason>,
     /// A stop the guard asked for, with the turn it is for: stamped on that turn's end.
     pub stopping: Option<(String, StopReason)>,
+    /// A fork's: the first report of its own thread outside a turn is the history it was
+    /// forked with (Codex reports it as the thread loads), a baseline, not spending.
+    baseline_first: bool,
 }
 
 impl Spend {
@@ -47,6 +50,11 @@ impl Spend {
         last: &Usage,
         prices: Option<&Prices>,
     ) -> Usage {
+        if self.baseline_first && thread.is_empty() && self.turn_started.is_none() {
+            self.baseline_first = false;
+            self.totals.insert(String::new(), total.clone());
+            return Usage::default();
+        }
         let delta = match self.totals.get(thread) {
             Some(prev) if not_below(total, prev) => total.since(prev),
             _ => last.clone(),
@@ -58,7 +66,16 @@ impl Spend {
         delta
     }
 
+    /// A fork's spending: nothing yet (the turns it was forked with were its source's).
+    pub fn forked() -> Self {
+        Spend {
+            baseline_first: true,
+            ..Default::default()
+        }
+    }
+
     pub fn on_turn_start(&mut self, now: i64) {
+        self.baseline_first = false;
         self.turn = Usage::default();
         self.turn_started = Some(now);
         self.spent.turns += 1;

@@ -61,6 +61,13 @@ pub struct SessionSnapshot {
     pub status: SessionStatus,
     pub cwd: Option<String>,
     pub model: Option<String>,
+    /// The reasoning effort its turns run with (unset: Codex's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// The turns of its thread's history, in order (what `thread/read` lists; a rollback
+    /// drops the last ones).
+    pub turns: Vec<String>,
+    /// Turns it ran (a rollback does not lower it).
     pub turn_count: u64,
     pub current_turn: Option<String>,
     pub last_seq: u64,

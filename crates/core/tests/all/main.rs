@@ -32,5 +32,6 @@ mod store_fence;
 mod store_readonly;
 mod store_retention;
 mod subagents;
+mod thread_ops;
 mod tools_and_limits;
 mod workspace;

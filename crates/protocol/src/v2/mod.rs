@@ -8,6 +8,7 @@ mod notification;
 mod server_request;
 pub mod surface;
 mod thread;
+mod thread_ops;
 mod turn;
 
 pub use common::*;
@@ -17,6 +18,7 @@ pub use misc::*;
 pub use notification::*;
 pub use server_request::*;
 pub use thread::*;
+pub use thread_ops::*;
 pub use turn::*;
 
 use serde::Serialize;
@@ -58,5 +60,9 @@ client_requests! {
     TurnSteer = "turn/steer" (TurnSteerParams) -> TurnSteerResponse;
     TurnInterrupt = "turn/interrupt" (TurnInterruptParams) -> serde_json::Value;
     ModelList = "model/list" (ModelListParams) -> ModelListResponse;
+    ReviewStart = "review/start" (ReviewStartParams) -> ReviewStartResponse;
+    ThreadRevert = "thread/revert" (ThreadRevertParams) -> ThreadRewoundResponse;
+    ThreadRollback = "thread/rollback" (ThreadRollbackParams) -> ThreadRewoundResponse;
+    ThreadCompactStart = "thread/compact/start" (ThreadIdParams) -> serde_json::Value;
     AccountLoginStart = "account/login/start" (LoginAccountParams) -> serde_json::Value;
 }

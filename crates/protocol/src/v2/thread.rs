@@ -1,4 +1,4 @@
-//! Thread requests (`thread/start`, resume, fork, list, read, archive) and the `Thread` object.
+//! Thread requests (`thread/start`, resume, list, read, archive) and the `Thread` object.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -91,9 +91,6 @@ pub struct ThreadResumeParams {
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
-
-/// `thread/fork`: a new thread that starts from a copy of another one's history.
-pub type ThreadForkParams = ThreadResumeParams;
 
 /// The result of `thread/start`, `thread/resume` and `thread/fork`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
