@@ -157,6 +157,14 @@ pub enum Reply {
     Status { code: u16, message: String },
     /// `response.created` and the items, then the connection is cut before `response.completed`.
     Drop { items: Vec<Item> },
+    /// A plain HTTP error with this exact JSON body (e.g. OpenAI's `usage_limit_reached`).
+    StatusBody { code: u16, body: Value },
+    /// Another reply sent with these extra HTTP response headers (e.g. the `x-codex-*`
+    /// rate-limit headers Codex reads; see [`crate::rate_limits`]).
+    Headed {
+        headers: Vec<(String, String)>,
+        reply: Box<Reply>,
+    },
 }
 
 impl Reply {
@@ -195,10 +203,30 @@ impl Reply {
 
     /// Reports this usage (every field) in `response.completed`.
     pub fn with_full_usage(mut self, u: Usage) -> Self {
-        if let Reply::Items { usage, .. } = &mut self {
-            *usage = u;
+        match &mut self {
+            Reply::Items { usage, .. } => *usage = u,
+            Reply::Headed { reply, .. } => **reply = (**reply).clone().with_full_usage(u),
+            _ => {}
         }
         self
+    }
+
+    /// Sends these HTTP response headers with the reply (added to any it has).
+    pub fn with_headers<K: Into<String>, V: Into<String>>(
+        self,
+        extra: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let extra = extra.into_iter().map(|(k, v)| (k.into(), v.into()));
+        match self {
+            Reply::Headed { mut headers, reply } => {
+                headers.extend(extra);
+                Reply::Headed { headers, reply }
+            }
+            other => Reply::Headed {
+                headers: extra.collect(),
+                reply: Box::new(other),
+            },
+        }
     }
 }
 
@@ -522,16 +550,42 @@ async fn responses(
     shared.changed.notify_waiters();
     let n = RESPONSE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let Some(reply) = reply else {
-        return (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({"error": {
-                "message": "the scripted model has no reply for this request",
-                "type": "invalid_request_error", "code": "unscripted"
-            }})),
-        )
-            .into_response();
+        return unscripted();
     };
+    let (headers, reply) = match reply {
+        Reply::Headed { headers, reply } => (headers, *reply),
+        other => (Vec::new(), other),
+    };
+    let mut response = reply_response(n, reply);
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            axum::http::HeaderName::from_bytes(name.as_bytes()),
+            axum::http::HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+fn unscripted() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({"error": {
+            "message": "the scripted model has no reply for this request",
+            "type": "invalid_request_error", "code": "unscripted"
+        }})),
+    )
+        .into_response()
+}
+
+fn reply_response(n: usize, reply: Reply) -> Response {
     match reply {
+        Reply::StatusBody { code, body } => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, axum::Json(body)).into_response()
+        }
+        Reply::Headed { reply, .. } => reply_response(n, *reply),
         Reply::Status { code, message } => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (
@@ -568,7 +622,9 @@ fn sse_response(n: usize, reply: Reply) -> Response {
             } => (items, delay, Some(usage), None),
             Reply::Failed { message } => (vec![], Duration::ZERO, None, Some(Ok(message))),
             Reply::Drop { items } => (items, Duration::ZERO, None, Some(Err(()))),
-            Reply::Status { .. } => unreachable!("answered without a stream"),
+            Reply::Status { .. } | Reply::StatusBody { .. } | Reply::Headed { .. } => {
+                unreachable!("answered without a stream, or unwrapped before")
+            }
         };
         tokio::time::sleep(delay).await;
         for (i, item) in items.iter().enumerate() {
