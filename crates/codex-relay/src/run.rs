@@ -99,7 +99,7 @@ pub(crate) async fn drive(
         ..Default::default()
     };
     let said = match spec.deadline {
-        Some(limit) => tokio::time::timeout(limit, ctx.relay.say(&id, say))
+        Some(limit) => tokio::time::timeout(limit, ctx.relay.say_started(&id, say))
             .await
             .map_err(|_| {
                 Error::new(
@@ -111,7 +111,7 @@ pub(crate) async fn drive(
                 )
                 .in_turn(&id, None)
             })?,
-        None => ctx.relay.say(&id, say).await,
+        None => ctx.relay.say_started(&id, say).await,
     };
     let turn = said
         .map_err(|e| Error::from(e).in_turn(&id, None))?
@@ -196,6 +196,7 @@ impl Seen {
                 error,
                 stopped,
                 usage,
+                ..
             } => {
                 self.end = Some((*status, error.clone()));
                 self.stopped = stopped.clone();

@@ -62,6 +62,7 @@ pub mod pool;
 mod profile;
 pub mod reach;
 mod recovery;
+pub mod rate_limits;
 pub mod recycle;
 pub mod relay;
 pub mod relay_config;
@@ -72,6 +73,7 @@ pub mod store;
 mod store_notice;
 pub mod time;
 mod tool;
+mod turn_queue;
 pub mod views;
 #[cfg(test)]
 mod wire_snapshots;

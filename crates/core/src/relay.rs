@@ -37,6 +37,8 @@ pub(crate) struct RelayInner {
     pub(crate) copies: Mutex<HashMap<String, crate::workspace::Workspace>>,
     /// Where its sessions run (alone: all here; see placement.rs).
     pub(crate) placement: std::sync::OnceLock<Arc<dyn crate::placement::Placement>>,
+    /// Messages waiting for a rate limit to clear (turn_queue.rs).
+    pub(crate) waiting: crate::turn_queue::Waiting,
 }
 
 /// The engine. Cheap to clone.
@@ -100,7 +102,9 @@ impl Relay {
             links: Default::default(),
             copies: Mutex::new(HashMap::new()),
             placement: Default::default(),
+            waiting: Default::default(),
         });
+        inner.feed.rate_limits.set_bounds(inner.config.turn_queue);
         let relay = Relay { inner };
         let weak = Arc::downgrade(&relay.inner);
         tokio::spawn(crate::store_notice::run(
@@ -366,17 +370,20 @@ impl Relay {
         shared.persist();
         let handle = self.spawn_session(shared, Some(server), &opts.dynamic_tools, Some(slot));
         let first = match &opts.prompt {
-            Some(prompt) => Some(
-                handle
-                    .say(SayInput {
-                        text: prompt.clone(),
-                        images: opts.images.clone(),
-                        output_schema: opts.output_schema.clone(),
-                        plan_mode: opts.plan_mode,
-                        limits: Default::default(),
-                    })
-                    .await?,
-            ),
+            Some(prompt) => {
+                let input = SayInput {
+                    text: prompt.clone(),
+                    images: opts.images.clone(),
+                    output_schema: opts.output_schema.clone(),
+                    plan_mode: opts.plan_mode,
+                    limits: Default::default(),
+                };
+                // While a rate limit is hit, the first turn waits in the queue too.
+                match self.gate_turn(&handle, input, None)? {
+                    crate::turn_queue::Gate::Go(input) => Some(handle.say(input).await?),
+                    crate::turn_queue::Gate::Queued(queued) => Some(queued),
+                }
+            }
             None => None,
         };
         if let Some(first) = &first {
@@ -471,7 +478,18 @@ impl Relay {
     }
 
     /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
+    /// While a rate limit is hit, a message that would start a turn waits in the queue
+    /// ([`SayOutcome::Queued`]; see turn_queue.rs).
     pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
+        self.say_gated(id, input, None).await
+    }
+
+    pub(crate) async fn say_gated(
+        &self,
+        id: &str,
+        input: SayInput,
+        started: Option<crate::turn_queue::Started>,
+    ) -> Result<SayOutcome, RelayError> {
         // A place that cannot store its work takes none, for any session.
         self.check_writable()?;
         let handle = self.session(id).await?;
@@ -495,8 +513,30 @@ impl Relay {
             // Closed is final here; the thread itself can still be continued by other clients.
             return Err(RelayError::Closed(id.to_owned()));
         }
+        let input = match self.gate_turn(&handle, input, started)? {
+            crate::turn_queue::Gate::Go(input) => input,
+            crate::turn_queue::Gate::Queued(queued) => return Ok(queued),
+        };
+        self.say_now_on(&handle, input).await
+    }
+
+    /// Says it now, past the turn queue (a queued turn whose limit cleared).
+    pub(crate) async fn say_now(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
+        self.check_writable()?;
+        let handle = self.session(id).await?;
+        if handle.shared.status() == SessionStatus::Closed {
+            return Err(RelayError::Closed(id.to_owned()));
+        }
+        self.say_now_on(&handle, input).await
+    }
+
+    async fn say_now_on(
+        &self,
+        handle: &SessionHandle,
+        input: SayInput,
+    ) -> Result<SayOutcome, RelayError> {
         // An isolated session whose copy is gone (its run ended) gets a fresh one.
-        self.renew_isolated_copy(&handle)?;
+        self.renew_isolated_copy(handle)?;
         // A restored (dormant) session's actor claims its slot when it is used again.
         let before = handle.shared.last_seq();
         let epoch = self.placement_epoch();

@@ -53,6 +53,8 @@ pub struct RelayConfig {
     pub budget: crate::limits::Budget,
     /// The price table of a session that sets none (the estimated cost).
     pub prices: Option<crate::limits::Prices>,
+    /// How many new turns may wait, and how long, while a rate limit is hit (turn_queue.rs).
+    pub turn_queue: crate::rate_limits::TurnQueueLimits,
 }
 
 impl RelayConfig {
@@ -80,6 +82,7 @@ impl RelayConfig {
             turn_limits: Default::default(),
             budget: Default::default(),
             prices: None,
+            turn_queue: Default::default(),
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod health;
 pub mod notify;
 pub mod openapi;
 pub mod permission;
+pub mod rate_limits;
 pub mod relay_stream;
 pub mod rules;
 pub mod security;
@@ -99,6 +100,7 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         .route("/api/sessions/{id}/stream", get(sse::stream))
         .route("/api/sessions/{id}/export", get(export::export))
         .route("/api/stream", get(relay_stream::stream))
+        .route("/api/rate-limits", get(rate_limits::get))
         .route("/api/codex/permission/respond", post(permission::respond))
         .route("/api/codex/permission/pending", get(permission::pending))
         .route("/api/rules", get(rules::list).post(rules::put))

@@ -3,14 +3,16 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use crate::{export, health, notify, permission, relay_stream, rules, sessions, sse};
+use crate::{
+    export, health, notify, permission, rate_limits, relay_stream, rules, sessions, sse,
+};
 
 #[derive(OpenApi)]
 #[openapi(
     info(title = "codex-relay HTTP API", description = "Codex sessions over HTTP and Server-Sent Events; see docs/HTTP.md."),
     paths(
         sessions::create, sessions::list, sessions::get, sessions::message, sessions::interrupt,
-        sessions::close, sessions::events, sessions::limits, sessions::set_limits, export::export, sse::stream, relay_stream::stream,
+        sessions::close, sessions::events, sessions::limits, sessions::set_limits, export::export, sse::stream, relay_stream::stream, rate_limits::get,
         permission::respond, permission::pending, rules::list, rules::put, rules::delete,
         rules::suggest, notify::list, notify::key, notify::subscribe, notify::unsubscribe,
         health::healthz, health::metrics, document,

@@ -57,7 +57,9 @@ pub async fn create(
         StatusCode::CREATED,
         Json(Created {
             session_id: handle.id().to_owned(),
-            turn_id: first.map(|f| f.turn_id().to_owned()),
+            turn_id: first
+                .map(|f| f.turn_id().to_owned())
+                .filter(|t| !t.is_empty()),
             status: handle.snapshot().status.as_str().to_owned(),
         }),
     ))
@@ -141,7 +143,13 @@ pub async fn get(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionView>, ApiError> {
-    Ok(Json(st.relay.find(&id).await?.into()))
+    let mut view: SessionView = st.relay.find(&id).await?.into();
+    if let Some(position) = st.relay.queued_position(&id) {
+        view.queued = Some(serde_json::json!({
+            "position": position, "hold": st.relay.rate_limits().hold
+        }));
+    }
+    Ok(Json(view))
 }
 
 #[utoipa::path(post, path = "/api/sessions/{id}/messages", tag = "sessions",
@@ -174,13 +182,15 @@ pub async fn message(
             },
         )
         .await?;
-    let mode = match &outcome {
-        SayOutcome::Started { .. } => "started",
-        SayOutcome::Steered { .. } => "steered",
+    let (mode, position) = match &outcome {
+        SayOutcome::Started { .. } => ("started", None),
+        SayOutcome::Steered { .. } => ("steered", None),
+        SayOutcome::Queued { position, .. } => ("queued", Some(*position)),
     };
     Ok(Json(Said {
         mode: mode.into(),
         turn_id: outcome.turn_id().to_owned(),
+        position,
     }))
 }
 

@@ -160,6 +160,11 @@ pub struct SessionView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub attached: Option<Value>,
+    /// Present while a rate limit is hit and the session's new turn waits in the relay's
+    /// queue: `{position, hold: {limitId, window, usedPercent, resetsAt?}}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub queued: Option<Value>,
 }
 
 impl From<SessionSnapshot> for SessionView {
@@ -189,6 +194,7 @@ impl From<SessionSnapshot> for SessionView {
                 .attached
                 .as_ref()
                 .and_then(|a| serde_json::to_value(a).ok()),
+            queued: None,
         }
     }
 }
@@ -209,9 +215,14 @@ pub struct Message {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Said {
-    /// `started` (a new turn) or `steered` (added to the running turn).
+    /// `started` (a new turn), `steered` (added to the running turn) or `queued` (a rate
+    /// limit is hit: the turn waits in the relay's queue and starts when it clears).
     pub mode: String,
+    /// The turn's id; empty while it is queued.
     pub turn_id: String,
+    /// The queued turn's place in the queue (1 is next).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

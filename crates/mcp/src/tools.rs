@@ -250,7 +250,10 @@ pub async fn start(relay: &Relay, mut p: StartParams) -> Result<Value, ToolError
     let snap = handle.snapshot();
     Ok(outputs::value(StartOutput {
         status: status_word(&snap).into(),
-        turn_id: first.as_ref().map(|f| f.turn_id().to_owned()),
+        turn_id: first
+            .as_ref()
+            .map(|f| f.turn_id().to_owned())
+            .filter(|t| !t.is_empty()),
         session_id: snap.session_id,
         cwd: snap.cwd,
         model: snap.model,
@@ -282,17 +285,26 @@ pub async fn say(relay: &Relay, p: SayParams) -> Result<Value, ToolError> {
         .await?;
     let snap = relay.status(&p.session_id)?;
     let (mode, note) = match &outcome {
-        codex_relay_core::SayOutcome::Started { .. } => ("started", "a new turn started"),
-        codex_relay_core::SayOutcome::Steered { .. } => {
-            ("steered", "a turn was running: the message was added to it")
-        }
+        codex_relay_core::SayOutcome::Started { .. } => ("started", "a new turn started".into()),
+        codex_relay_core::SayOutcome::Steered { .. } => (
+            "steered",
+            "a turn was running: the message was added to it".into(),
+        ),
+        codex_relay_core::SayOutcome::Queued {
+            position, limit_id, ..
+        } => (
+            "queued",
+            format!(
+                "the {limit_id} rate limit is hit: the turn waits in the queue (position {position}) and starts when it clears; codex_status shows it"
+            ),
+        ),
     };
     Ok(outputs::value(SayOutput {
         session_id: p.session_id,
         status: status_word(&snap).into(),
         mode: mode.into(),
         turn_id: outcome.turn_id().to_owned(),
-        note: note.into(),
+        note,
     }))
 }
 
@@ -325,8 +337,18 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         .map_or(p.cursor.unwrap_or(snap.last_seq).min(snap.last_seq), |e| {
             e.seq
         });
+    let limits = relay.rate_limits();
+    let queued = relay
+        .queued_position(&p.session_id)
+        .map(|position| json!({"position": position, "hold": limits.hold}));
     Ok(outputs::value(StatusOutput {
-        status: status_word(&snap).into(),
+        status: if queued.is_some() {
+            "queued".into()
+        } else {
+            status_word(&snap).into()
+        },
+        queued,
+        rate_limits: limits.limits.iter().map(|l| json!(l)).collect(),
         error: if snap.status == SessionStatus::Error {
             snap.last_error.clone()
         } else {

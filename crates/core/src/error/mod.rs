@@ -82,6 +82,10 @@ pub enum RelayError {
         session: String,
         reason: crate::limits::StopReason,
     },
+    /// A rate limit is hit and the turn could not wait for it: the queue is full, the limit
+    /// resets later than a turn may wait, or the turn waited that long.
+    #[error("session {session} starts no new turn now: {why}")]
+    RateLimited { session: String, why: String },
     /// An error the owning instance returned, of a kind that has no fields worth keeping here
     /// (its [`RelayError::code`] and text are kept).
     #[error("{message}")]
@@ -142,6 +146,7 @@ impl RelayError {
             RelayError::Unavailable { .. } => "instance_unavailable",
             RelayError::Remote { code, .. } => code,
             RelayError::BudgetReached { .. } => "budget_reached",
+            RelayError::RateLimited { .. } => "rate_limited",
             RelayError::Rule(r) => match r {
                 RuleError::Invalid { .. } => "invalid_rule",
                 RuleError::Unknown(_) => "unknown_rule",
@@ -193,6 +198,10 @@ impl RelayError {
                 w.session = Some(session.clone());
                 w.budget = Some(reason.clone());
             }
+            RelayError::RateLimited { session, why } => {
+                w.session = Some(session.clone());
+                w.message = why.clone();
+            }
             _ => {}
         }
         w
@@ -228,6 +237,10 @@ impl RelayError {
                 reason: w
                     .budget
                     .unwrap_or(crate::limits::StopReason::Idle { idle_ms: 0 }),
+            },
+            "rate_limited" => RelayError::RateLimited {
+                session: text(w.session),
+                why: w.message,
             },
             _ => RelayError::Remote {
                 code: w.code,
@@ -281,6 +294,10 @@ mod tests {
             RelayError::InvalidOption("bad".into()),
             RelayError::Forbidden("outside roots".into()),
             RelayError::TooManySessions { max: 3 },
+            RelayError::RateLimited {
+                session: "s".into(),
+                why: "64 turns already wait".into(),
+            },
             RelayError::BudgetReached {
                 session: "s".into(),
                 reason: crate::limits::StopReason::Budget {

@@ -89,6 +89,7 @@ impl Spend {
             error,
             stopped,
             usage,
+            ..
         } = ev
         else {
             return;
