@@ -179,6 +179,23 @@ impl Default for RateLimitGate {
     }
 }
 
+fn refusal(s: &State, hold: &RateLimitHold) -> Option<QueueRefusal> {
+    if s.queue.len() >= s.bounds.max_queued {
+        Some(QueueRefusal::Full {
+            max_queued: s.bounds.max_queued,
+        })
+    } else if hold
+        .resets_at
+        .is_some_and(|at| (at - now_secs()) * 1000 > s.bounds.max_wait_ms as i64)
+    {
+        Some(QueueRefusal::TooLong {
+            max_wait_ms: s.bounds.max_wait_ms,
+        })
+    } else {
+        None
+    }
+}
+
 fn now_secs() -> i64 {
     crate::ids::now_ms() / 1000
 }
@@ -228,25 +245,13 @@ impl RateLimitGate {
     /// hold resets later than a turn may wait. Returns the turn's position.
     pub fn enqueue(&self, session: &str, hold: &RateLimitHold) -> Result<usize, QueueRefusal> {
         let mut s = self.state();
-        let refusal = if s.queue.len() >= s.bounds.max_queued {
-            Some(QueueRefusal::Full {
-                max_queued: s.bounds.max_queued,
-            })
-        } else if hold
-            .resets_at
-            .is_some_and(|at| (at - now_secs()) * 1000 > s.bounds.max_wait_ms as i64)
-        {
-            Some(QueueRefusal::TooLong {
-                max_wait_ms: s.bounds.max_wait_ms,
-            })
-        } else {
-            None
-        };
+        let refusal = refusal(&s, hold);
         if let Some(r) = refusal {
             s.refused_total += 1;
             return Err(r);
         }
-        s.queue.push_back((session.to_owned(), crate::ids::now_ms()));
+        s.queue
+            .push_back((session.to_owned(), crate::ids::now_ms()));
         s.queued_total += 1;
         let position = s.queue.len();
         drop(s);
@@ -254,9 +259,22 @@ impl RateLimitGate {
         Ok(position)
     }
 
+    /// Why a turn would be refused if it had to wait for `hold` now, if it would.
+    pub fn would_refuse(&self, hold: &RateLimitHold) -> Option<QueueRefusal> {
+        refusal(&self.state(), hold)
+    }
+
+    /// Counts a turn refused before it was queued (a new session's first prompt).
+    pub fn refused(&self) {
+        self.state().refused_total += 1;
+    }
+
     /// Whether `session`'s waiting turn is the next to start.
     pub fn is_first(&self, session: &str) -> bool {
-        self.state().queue.front().is_some_and(|(s, _)| s == session)
+        self.state()
+            .queue
+            .front()
+            .is_some_and(|(s, _)| s == session)
     }
 
     /// Takes `session`'s turn out of the queue (started, dropped or its session closed).
@@ -334,7 +352,10 @@ mod tests {
         assert_eq!(gate.hold(), None, "43 % is not a hit");
         gate.update(&update(100.0, 3600));
         let hold = gate.hold().expect("100 % holds");
-        assert_eq!((hold.limit_id.as_str(), hold.window.as_str()), ("codex", "primary"));
+        assert_eq!(
+            (hold.limit_id.as_str(), hold.window.as_str()),
+            ("codex", "primary")
+        );
         gate.update(&update(10.0, 3600));
         assert_eq!(gate.hold(), None, "cleared by the next snapshot");
     }
@@ -368,7 +389,9 @@ mod tests {
         let later = gate.hold().unwrap();
         assert_eq!(
             gate.enqueue("c", &later),
-            Err(QueueRefusal::TooLong { max_wait_ms: 60_000 })
+            Err(QueueRefusal::TooLong {
+                max_wait_ms: 60_000
+            })
         );
         let view = gate.view();
         assert_eq!((view.queued_total, view.refused_total), (2, 2));

@@ -305,6 +305,9 @@ impl Relay {
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
         self.check_policy(&opts)?;
         self.check_writable()?;
+        if opts.prompt.is_some() {
+            self.check_queue_room()?;
+        }
         // Taken before any work is done; every early return below frees it.
         let mut slot = self.inner.slots.reserve()?;
         let place = self
@@ -521,7 +524,11 @@ impl Relay {
     }
 
     /// Says it now, past the turn queue (a queued turn whose limit cleared).
-    pub(crate) async fn say_now(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
+    pub(crate) async fn say_now(
+        &self,
+        id: &str,
+        input: SayInput,
+    ) -> Result<SayOutcome, RelayError> {
         self.check_writable()?;
         let handle = self.session(id).await?;
         if handle.shared.status() == SessionStatus::Closed {

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::error::RelayError;
 use crate::event::{Ev, Role};
-use crate::rate_limits::{QueueRefusal, RateLimitGate, RateLimitsView};
+use crate::rate_limits::{QueueRefusal, RateLimitGate, RateLimitHold, RateLimitsView};
 use crate::relay::Relay;
 use crate::session::{SayInput, SayOutcome, SessionHandle, SessionStatus};
 
@@ -35,6 +35,24 @@ pub(crate) enum Gate {
     Go(SayInput),
     /// It waits in the queue.
     Queued(SayOutcome),
+}
+
+fn refused(session: &str, hold: &RateLimitHold, r: QueueRefusal) -> RelayError {
+    RelayError::RateLimited {
+        session: session.to_owned(),
+        why: match r {
+            QueueRefusal::Full { max_queued } => format!(
+                "the {} rate limit is hit and {max_queued} turns already wait (the queue's bound); try later",
+                hold.limit_id
+            ),
+            QueueRefusal::TooLong { max_wait_ms } => format!(
+                "the {} rate limit is hit and resets at {} (Unix seconds), later than a turn may wait ({} s); try later",
+                hold.limit_id,
+                hold.resets_at.unwrap_or_default(),
+                max_wait_ms / 1000
+            ),
+        },
+    }
 }
 
 impl Relay {
@@ -78,28 +96,16 @@ impl Relay {
         let hold = match gate.hold() {
             Some(hold) => hold,
             None if gate.view().queued.is_empty() => return Ok(Gate::Go(input)),
-            None => crate::rate_limits::RateLimitHold {
+            None => RateLimitHold {
                 limit_id: "queue".into(),
                 window: "queue".into(),
                 used_percent: 0.0,
                 resets_at: None,
             },
         };
-        let position = gate.enqueue(&id, &hold).map_err(|r| RelayError::RateLimited {
-            session: id.clone(),
-            why: match r {
-                QueueRefusal::Full { max_queued } => format!(
-                    "the {} rate limit is hit and {max_queued} turns already wait (the queue's bound); try later",
-                    hold.limit_id
-                ),
-                QueueRefusal::TooLong { max_wait_ms } => format!(
-                    "the {} rate limit is hit and resets at {} (Unix seconds), later than a turn may wait ({} s); try later",
-                    hold.limit_id,
-                    hold.resets_at.unwrap_or_default(),
-                    max_wait_ms / 1000
-                ),
-            },
-        })?;
+        let position = gate
+            .enqueue(&id, &hold)
+            .map_err(|r| refused(&id, &hold, r))?;
         self.inner
             .waiting
             .map()
@@ -118,6 +124,22 @@ impl Relay {
         let relay = self.clone();
         tokio::spawn(async move { relay.wait_turn(id).await });
         Ok(Gate::Queued(self.queued(position)))
+    }
+
+    /// For a new session with a first prompt: refused before its thread starts when that
+    /// turn could not wait in the queue.
+    pub(crate) fn check_queue_room(&self) -> Result<(), RelayError> {
+        let gate = self.gate();
+        match gate.hold() {
+            Some(hold) => match gate.would_refuse(&hold) {
+                Some(r) => {
+                    gate.refused();
+                    Err(refused("(new)", &hold, r))
+                }
+                None => Ok(()),
+            },
+            None => Ok(()),
+        }
     }
 
     fn queued(&self, position: usize) -> SayOutcome {

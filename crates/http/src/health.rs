@@ -204,7 +204,10 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
                 [("primary", l.primary), ("secondary", l.secondary)]
                     .into_iter()
                     .filter_map(move |(w, v)| {
-                        Some((format!("{}:{w}", l.limit_id), v?.used_percent.round() as i64))
+                        Some((
+                            format!("{}:{w}", l.limit_id),
+                            v?.used_percent.round() as i64,
+                        ))
                     })
             })
             .collect(),

@@ -3,9 +3,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use crate::{
-    export, health, notify, permission, rate_limits, relay_stream, rules, sessions, sse,
-};
+use crate::{export, health, notify, permission, rate_limits, relay_stream, rules, sessions, sse};
 
 #[derive(OpenApi)]
 #[openapi(

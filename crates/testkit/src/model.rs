@@ -159,6 +159,12 @@ pub enum Reply {
     Drop { items: Vec<Item> },
     /// A plain HTTP error with this exact JSON body (e.g. OpenAI's `usage_limit_reached`).
     StatusBody { code: u16, body: Value },
+    /// Another reply, answered only once the test releases `gate` (the request stays open
+    /// until then, headers unsent): a step of the test that must happen before it.
+    Gated {
+        gate: Arc<tokio::sync::Semaphore>,
+        reply: Box<Reply>,
+    },
     /// Another reply sent with these extra HTTP response headers (e.g. the `x-codex-*`
     /// rate-limit headers Codex reads; see [`crate::rate_limits`]).
     Headed {
@@ -209,6 +215,14 @@ impl Reply {
             _ => {}
         }
         self
+    }
+
+    /// Answered only after `gate` gets a permit (`gate.add_permits(1)`); see [`Reply::Gated`].
+    pub fn after(self, gate: &Arc<tokio::sync::Semaphore>) -> Self {
+        Reply::Gated {
+            gate: gate.clone(),
+            reply: Box::new(self),
+        }
     }
 
     /// Sends these HTTP response headers with the reply (added to any it has).
@@ -549,9 +563,15 @@ async fn responses(
     };
     shared.changed.notify_waiters();
     let n = RESPONSE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let Some(reply) = reply else {
+    let Some(mut reply) = reply else {
         return unscripted();
     };
+    while let Reply::Gated { gate, reply: inner } = reply {
+        if let Ok(permit) = gate.acquire().await {
+            permit.forget();
+        }
+        reply = *inner;
+    }
     let (headers, reply) = match reply {
         Reply::Headed { headers, reply } => (headers, *reply),
         other => (Vec::new(), other),
@@ -585,7 +605,7 @@ fn reply_response(n: usize, reply: Reply) -> Response {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (status, axum::Json(body)).into_response()
         }
-        Reply::Headed { reply, .. } => reply_response(n, *reply),
+        Reply::Headed { reply, .. } | Reply::Gated { reply, .. } => reply_response(n, *reply),
         Reply::Status { code, message } => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (
@@ -622,7 +642,10 @@ fn sse_response(n: usize, reply: Reply) -> Response {
             } => (items, delay, Some(usage), None),
             Reply::Failed { message } => (vec![], Duration::ZERO, None, Some(Ok(message))),
             Reply::Drop { items } => (items, Duration::ZERO, None, Some(Err(()))),
-            Reply::Status { .. } | Reply::StatusBody { .. } | Reply::Headed { .. } => {
+            Reply::Status { .. }
+            | Reply::StatusBody { .. }
+            | Reply::Headed { .. }
+            | Reply::Gated { .. } => {
                 unreachable!("answered without a stream, or unwrapped before")
             }
         };

@@ -56,6 +56,7 @@ mod npm_package;
 mod npm_package_exits;
 mod one_door;
 mod ordinary_user;
+mod rate_limits;
 mod rules_notify_knobs;
 mod rules_sandbox;
 mod run_cli;
