@@ -587,6 +587,15 @@ impl SessionOptions {
             dynamic_tools: self.tools.iter().map(|t| t.to_dynamic()).collect(),
             budget: self.budget,
             prices: self.prices,
+            worktree: self.worktree.clone().map(|mut w| {
+                if w.repo.is_empty() {
+                    w.repo = self.cwd.clone().unwrap_or_else(|| ".".into());
+                }
+                w.repo = codex_relay_core::api::start::absolute(&w.repo, None)
+                    .display()
+                    .to_string();
+                w
+            }),
             ..Default::default()
         }
     }

@@ -350,6 +350,7 @@ impl From<RelayError> for Error {
             }
             RelayError::UnknownSession(_)
             | RelayError::Workspace(_)
+            | RelayError::Worktree(_)
             | RelayError::InvalidOption(_)
             | RelayError::TooManySessions { .. }
             | RelayError::Store(_)

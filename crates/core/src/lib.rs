@@ -78,6 +78,7 @@ pub mod views;
 #[cfg(test)]
 mod wire_snapshots;
 pub mod workspace;
+pub mod worktree;
 
 pub use answer::{Answer, Decision, FormValue, Scope};
 pub use api::{InvalidStart, StartRequest};

@@ -301,9 +301,24 @@ impl Relay {
     /// [`Relay::create`] on this instance, whatever its load.
     pub(crate) async fn create_here(
         &self,
-        opts: CreateOptions,
+        mut opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
-        self.check_policy(&opts)?;
+        match opts.worktree.take() {
+            Some(asked) => self.create_with_worktree(opts, asked).await,
+            None => self.create_in(opts, None).await,
+        }
+    }
+
+    /// Creates the session here; `policy_cwd` is the directory the policy judges when it is
+    /// not the session's own (a worktree's repository).
+    pub(crate) async fn create_in(
+        &self,
+        opts: CreateOptions,
+        policy_cwd: Option<String>,
+    ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
+        if policy_cwd.is_none() {
+            self.check_policy(&opts)?;
+        }
         self.check_writable()?;
         if opts.prompt.is_some() {
             self.check_queue_room()?;
@@ -331,10 +346,14 @@ impl Relay {
         let started = server.thread_start(&params).await?;
         // What Codex says it runs the thread with is checked too: a layer of its config the
         // relay did not read cannot widen it.
+        let mut effective = crate::policy::Effective::of(&started);
+        if policy_cwd.is_some() {
+            effective.cwd = policy_cwd.as_deref();
+        }
         self.inner
             .config
             .policy
-            .check_effective(&crate::policy::Effective::of(&started), &self.default_cwd())?;
+            .check_effective(&effective, &self.default_cwd())?;
         let id = started.thread.id.clone();
         // Recorded as this instance's before anything of it is written.
         self.placement().claim(&self.host(), &id).await?;
@@ -523,21 +542,7 @@ impl Relay {
         self.say_now_on(&handle, input).await
     }
 
-    /// Says it now, past the turn queue (a queued turn whose limit cleared).
-    pub(crate) async fn say_now(
-        &self,
-        id: &str,
-        input: SayInput,
-    ) -> Result<SayOutcome, RelayError> {
-        self.check_writable()?;
-        let handle = self.session(id).await?;
-        if handle.shared.status() == SessionStatus::Closed {
-            return Err(RelayError::Closed(id.to_owned()));
-        }
-        self.say_now_on(&handle, input).await
-    }
-
-    async fn say_now_on(
+    pub(crate) async fn say_now_on(
         &self,
         handle: &SessionHandle,
         input: SayInput,
@@ -579,6 +584,13 @@ impl Relay {
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
         closed?;
+        // Its worktree goes with it (its uncommitted work committed to its branch first).
+        if !handle.remote
+            && let Some(w) = handle.snapshot().worktree
+            && let Err(e) = crate::worktree::close(&w).await
+        {
+            tracing::warn!(session = id, "removing the session's worktree failed: {e}");
+        }
         if !handle.remote {
             self.confirm_stored(epoch).await?;
         }

@@ -55,6 +55,9 @@ pub struct RelayConfig {
     pub prices: Option<crate::limits::Prices>,
     /// How many new turns may wait, and how long, while a rate limit is hit (turn_queue.rs).
     pub turn_queue: crate::rate_limits::TurnQueueLimits,
+    /// Where the relay makes sessions' git worktrees (a directory it owns; made 0700).
+    /// Default: `$XDG_STATE_HOME/codex-relay/worktrees` (or under `~/.local/state`).
+    pub worktree_dir: Option<std::path::PathBuf>,
 }
 
 impl RelayConfig {
@@ -83,6 +86,7 @@ impl RelayConfig {
             budget: Default::default(),
             prices: None,
             turn_queue: Default::default(),
+            worktree_dir: None,
         }
     }
 }

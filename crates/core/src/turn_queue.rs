@@ -221,6 +221,16 @@ impl Relay {
         }
     }
 
+    /// Says it now, past the turn queue (a queued turn whose limit cleared).
+    async fn say_now(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
+        self.check_writable()?;
+        let handle = self.session(id).await?;
+        if handle.shared.status() == SessionStatus::Closed {
+            return Err(RelayError::Closed(id.to_owned()));
+        }
+        self.say_now_on(&handle, input).await
+    }
+
     fn finish_waiting(&self, id: &str, error: impl Fn() -> RelayError) {
         let messages = self.inner.waiting.map().remove(id).unwrap_or_default();
         for (_, started) in messages {

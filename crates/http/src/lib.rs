@@ -34,6 +34,7 @@ pub mod types;
 mod ui;
 #[cfg(test)]
 mod wire_snapshots;
+pub mod worktree;
 
 use std::sync::Arc;
 
@@ -98,6 +99,9 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
             get(sessions::limits).post(sessions::set_limits),
         )
         .route("/api/sessions/{id}/stream", get(sse::stream))
+        .route("/api/sessions/{id}/worktree", get(worktree::diff))
+        .route("/api/sessions/{id}/worktree/export", post(worktree::export))
+        .route("/api/sessions/{id}/worktree/merge", post(worktree::merge))
         .route("/api/sessions/{id}/export", get(export::export))
         .route("/api/stream", get(relay_stream::stream))
         .route("/api/rate-limits", get(rate_limits::get))

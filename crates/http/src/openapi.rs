@@ -3,7 +3,9 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use crate::{export, health, notify, permission, rate_limits, relay_stream, rules, sessions, sse};
+use crate::{
+    export, health, notify, permission, rate_limits, relay_stream, rules, sessions, sse, worktree,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -11,6 +13,7 @@ use crate::{export, health, notify, permission, rate_limits, relay_stream, rules
     paths(
         sessions::create, sessions::list, sessions::get, sessions::message, sessions::interrupt,
         sessions::close, sessions::events, sessions::limits, sessions::set_limits, export::export, sse::stream, relay_stream::stream, rate_limits::get,
+        worktree::diff, worktree::export, worktree::merge,
         permission::respond, permission::pending, rules::list, rules::put, rules::delete,
         rules::suggest, notify::list, notify::key, notify::subscribe, notify::unsubscribe,
         health::healthz, health::metrics, document,

@@ -37,6 +37,7 @@ pub async fn create(
         output_schema: body.output_schema,
         plan_mode: body.plan_mode == Some(true),
         labels: body.labels.unwrap_or_default(),
+        worktree: body.worktree.map(Into::into),
     }
     .options()
     .map_err(|e| ApiError::unprocessable("invalid_options", e.to_string()))?;

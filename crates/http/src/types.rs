@@ -51,6 +51,32 @@ pub struct CreateSession {
     pub budget: Option<codex_relay_core::limits::Budget>,
     /// The price table of its estimated cost (US dollars per million tokens).
     pub prices: Option<codex_relay_core::limits::Prices>,
+    /// Work in a git worktree made for the session (docs/AGENTS.md, "A worktree per session").
+    pub worktree: Option<WorktreeRequest>,
+}
+
+/// `{repo?, base?, branch?, keep?}`: `repo` (default `cwd`) a directory in the repository,
+/// `base` (default its current branch) what to start from, `branch` (default `codex/<id>`)
+/// the new branch, `keep` leaves the worktree when the session closes.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorktreeRequest {
+    pub repo: Option<String>,
+    pub base: Option<String>,
+    pub branch: Option<String>,
+    pub keep: Option<bool>,
+}
+
+impl From<WorktreeRequest> for codex_relay_core::worktree::WorktreeSpec {
+    fn from(w: WorktreeRequest) -> Self {
+        Self {
+            repo: w.repo.unwrap_or_default(),
+            base: w.base,
+            branch: w.branch,
+            keep: w.keep == Some(true),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -165,6 +191,10 @@ pub struct SessionView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub queued: Option<Value>,
+    /// The session's git worktree: `{repo, base, branch, keep?, repoRoot, path, baseCommit}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub worktree: Option<Value>,
 }
 
 impl From<SessionSnapshot> for SessionView {
@@ -195,6 +225,7 @@ impl From<SessionSnapshot> for SessionView {
                 .as_ref()
                 .and_then(|a| serde_json::to_value(a).ok()),
             queued: None,
+            worktree: s.worktree.and_then(|w| serde_json::to_value(w).ok()),
         }
     }
 }

@@ -252,3 +252,15 @@ pub struct ListOutput {
 pub fn value<T: Serialize>(out: T) -> Value {
     serde_json::to_value(out).unwrap_or(Value::Null)
 }
+
+/// `codex_worktree`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeOutput {
+    pub session_id: String,
+    /// diff, export or merge.
+    pub action: String,
+    /// diff: `{branch, base, baseCommit, path, files: [{path, status}], patch, truncated}`;
+    /// export: `{branch, commit?, to?, patch?}`; merge: `{branch, into, commit, how}`.
+    pub result: Value,
+}

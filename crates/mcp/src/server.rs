@@ -131,6 +131,7 @@ impl RelayMcp {
             tools::INTERRUPT => tools::interrupt(&self.relay, parse(name, args)?).await?,
             tools::LIST => tools::list(&self.relay, parse(name, args)?).await?,
             tools::LIMITS => tools::limits(&self.relay, parse(name, args)?).await?,
+            tools::WORKTREE => tools::worktree(&self.relay, parse(name, args)?).await?,
             _ => unreachable!("unknown tools are refused before run"),
         };
         if matches!(name, tools::START | tools::SAY) {

@@ -34,6 +34,9 @@ pub struct StartRequest {
     pub plan_mode: bool,
     /// Labels approval rules can match on (`labels = ["ci"]`).
     pub labels: Vec<String>,
+    /// A git worktree for the session (`repo` defaults to `cwd`; relative to the relay's
+    /// directory otherwise); its directory becomes the session's.
+    pub worktree: Option<crate::config::WorktreeSpec>,
 }
 
 /// Why a start request (or a message's images) cannot be taken. The text names fields as the
@@ -97,7 +100,7 @@ impl StartRequest {
         Ok(CreateOptions {
             prompt: self.prompt,
             images,
-            cwd: cwd.map(|c| c.display().to_string()),
+            cwd: cwd.as_ref().map(|c| c.display().to_string()),
             model: self.model,
             approval_policy,
             sandbox,
@@ -108,6 +111,18 @@ impl StartRequest {
             output_schema: self.output_schema,
             plan_mode: self.plan_mode,
             labels: self.labels,
+            worktree: self.worktree.map(|mut w| {
+                w.repo = match (w.repo.trim(), &cwd) {
+                    ("", Some(dir)) => dir.display().to_string(),
+                    ("", None) => absolute(".", None).display().to_string(),
+                    (repo, _) => absolute(repo, None).display().to_string(),
+                };
+                // Filled in by the relay when it makes the worktree, never by a caller.
+                w.repo_root = None;
+                w.path = None;
+                w.base_commit = None;
+                w
+            }),
             ..Default::default()
         })
     }

@@ -82,6 +82,10 @@ pub enum RelayError {
         session: String,
         reason: crate::limits::StopReason,
     },
+    /// A session's git worktree could not be made, read, exported or merged (the text says
+    /// why: an invalid branch name, not a repository, a merge conflict, ...).
+    #[error("worktree: {0}")]
+    Worktree(String),
     /// A rate limit is hit and the turn could not wait for it: the queue is full, the limit
     /// resets later than a turn may wait, or the turn waited that long.
     #[error("session {session} starts no new turn now: {why}")]
@@ -147,6 +151,7 @@ impl RelayError {
             RelayError::Remote { code, .. } => code,
             RelayError::BudgetReached { .. } => "budget_reached",
             RelayError::RateLimited { .. } => "rate_limited",
+            RelayError::Worktree(_) => "worktree_failed",
             RelayError::Rule(r) => match r {
                 RuleError::Invalid { .. } => "invalid_rule",
                 RuleError::Unknown(_) => "unknown_rule",
@@ -192,7 +197,9 @@ impl RelayError {
                 w.request = Some(id.clone());
                 w.message = message.clone();
             }
-            RelayError::InvalidOption(m) | RelayError::Forbidden(m) => w.message = m.clone(),
+            RelayError::InvalidOption(m) | RelayError::Forbidden(m) | RelayError::Worktree(m) => {
+                w.message = m.clone()
+            }
             RelayError::TooManySessions { max } => w.max = Some(*max),
             RelayError::BudgetReached { session, reason } => {
                 w.session = Some(session.clone());
@@ -238,6 +245,7 @@ impl RelayError {
                     .budget
                     .unwrap_or(crate::limits::StopReason::Idle { idle_ms: 0 }),
             },
+            "worktree_failed" => RelayError::Worktree(w.message),
             "rate_limited" => RelayError::RateLimited {
                 session: text(w.session),
                 why: w.message,
