@@ -13,6 +13,7 @@ const BUSY = {
 import { openStream } from './stream.js';
 import { Timeline, stopLabel } from './timeline.js';
 import { setBase } from './diff.js';
+import { worktreePanel } from './worktree.js';
 
 export function sessionView(root, id, { onRelayEvent }) {
   const path = `/api/sessions/${encodeURIComponent(id)}`;
@@ -29,6 +30,8 @@ export function sessionView(root, id, { onRelayEvent }) {
   const raise = h('button', { class: 'button small', type: 'button', onclick: raiseBudget }, 'Raise budget');
   // A rate limit is hit and the session's new turn waits in the relay's queue.
   const queueNote = h('p', { class: 'queue-note', role: 'status', hidden: true });
+  // A session with a git worktree: its diff against the base.
+  const worktree = worktreePanel(path);
   let reached = null;
   const pendingNote = h('a', { class: 'badge pending', href: '#', hidden: true, onclick: (e) => { e.preventDefault(); root.querySelector('.card.request:not(.resolved)')?.scrollIntoView({ behavior: 'smooth', block: 'center' }); } });
   const interrupt = h('button', { class: 'button danger-outline small', type: 'button', disabled: true, onclick: stop }, 'Interrupt');
@@ -56,7 +59,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         statusSlot, pendingNote),
       h('div', { class: 'line2' }, cwd, model, usage, streamState),
       h('div', { class: 'line3' }, interrupt, close)),
-    notice, budgetNote, queueNote, events, composer);
+    notice, budgetNote, queueNote, worktree.root, events, composer);
 
   const timeline = new Timeline(events, {
     onStatus: setStatus,
@@ -91,6 +94,7 @@ export function sessionView(root, id, { onRelayEvent }) {
       usage.textContent = tokens(s.spent?.usage ?? s.usage) || '';
       showBudget(s.budgetReached);
       showQueued(s.queued);
+      if (s.worktree) worktree.refresh();
       if (status === null) setStatus(s.status);
     } catch (e) {
       notice.textContent = e.status === 404 ? `No session ${id}: ${e.message}` : e.message;

@@ -72,7 +72,7 @@ pub(crate) fn chromium() -> Result<PathBuf, String> {
 
 /// Chromium, playwright-core, Node 22 and the pinned Codex `version`; `None` (printed) when
 /// the browser cannot be had here.
-fn set_up(version: &str) -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn set_up(version: &str) -> Option<(PathBuf, PathBuf)> {
     let chromium = match chromium() {
         Ok(p) => p,
         Err(why) => {
@@ -210,7 +210,7 @@ impl DemoRelay {
 
 /// How a browser run logs in: the banner's one-time link (one click), or the token in the form.
 #[derive(Clone)]
-enum LogIn {
+pub(crate) enum LogIn {
     Link(String),
     Token(String),
 }
@@ -221,12 +221,24 @@ fn drive(node: &Path, url: &str, variant: &str, log_in: LogIn) -> serde_json::Va
 }
 
 /// Runs `script` (in tests/browser) against `url`; returns its findings (one JSON line).
-fn drive_script(
+pub(crate) fn drive_script(
     node: &Path,
     script: &str,
     url: &str,
     variant: &str,
     log_in: LogIn,
+) -> serde_json::Value {
+    drive_script_with(node, script, url, variant, log_in, &[])
+}
+
+/// As [`drive_script`], with more of the script's environment.
+pub(crate) fn drive_script_with(
+    node: &Path,
+    script: &str,
+    url: &str,
+    variant: &str,
+    log_in: LogIn,
+    env: &[(&str, String)],
 ) -> serde_json::Value {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
@@ -246,6 +258,7 @@ fn drive_script(
         .arg(variant)
         .env("CHROMIUM", CHROMIUM)
         .env(key, value)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .current_dir(&dir)
         .stdin(Stdio::null())
         .output()

@@ -68,3 +68,4 @@ mod slowloris;
 mod start_limits_config;
 mod start_policy;
 mod ui_serving;
+mod worktree;

@@ -150,7 +150,7 @@ pub(crate) async fn make(spec: &WorktreeSpec, root: &Path) -> Result<WorktreeSpe
     check_name("branch", &branch)?;
     git(&top, &["check-ref-format", "--branch", &branch]).await?;
     let full = format!("refs/heads/{branch}");
-    if git_ok(&top, &["show-ref", "--verify", "--quiet", &full]).await {
+    if git_ok(&top, &["rev-parse", "--verify", "--quiet", &full]).await {
         return Err(RelayError::Worktree(format!(
             "branch {branch:?} exists already in {}; name another",
             top.display()
