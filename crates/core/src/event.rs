@@ -317,6 +317,7 @@ mod tests {
                 error: None,
                 stopped: None,
                 usage: None,
+                error_kind: None,
             }
         );
         assert_eq!(end.kind(), "turn-end");

@@ -477,6 +477,7 @@ mod tests {
                 error: None,
                 stopped: None,
                 usage: None,
+                error_kind: None,
             }
         );
     }

@@ -19,12 +19,15 @@ use crate::session::{SayInput, SayOutcome, SessionHandle, SessionStatus};
 /// Told when a waiting turn started (or was dropped).
 pub(crate) type Started = oneshot::Sender<Result<SayOutcome, RelayError>>;
 
+/// One waiting message, and who waits for its turn to start.
+type Message = (SayInput, Option<Started>);
+
 /// The messages each waiting session holds: the first starts the turn, the others steer it.
 #[derive(Default)]
-pub(crate) struct Waiting(Mutex<HashMap<String, Vec<(SayInput, Option<Started>)>>>);
+pub(crate) struct Waiting(Mutex<HashMap<String, Vec<Message>>>);
 
 impl Waiting {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(SayInput, Option<Started>)>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Message>>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -109,7 +109,8 @@ async fn scenario(version: &str, sdk: Sdk, transport: Transport) {
             "codex_respond",
             "codex_say",
             "codex_start",
-            "codex_status"
+            "codex_status",
+            "codex_worktree"
         ]
     );
     match sdk {
