@@ -478,4 +478,19 @@ mod tests {
             at("unexpected status 500 Internal Server Error, url: http://127.0.0.1:4290/x");
         assert_eq!(Error::turn_failed(failed, None).phase(), Phase::Response);
     }
+
+    /// The account's usage limit is its own kind (a budget-phase error), as Codex 0.171 and
+    /// 0.169 send it (crates/codex/tests/all/real_rate_limits.rs).
+    #[test]
+    fn usage_limit_exceeded_is_reported_as_such() {
+        let raw = json!({"message": "You've hit your usage limit.", "codexErrorInfo": "usageLimitExceeded"});
+        let e = Error::turn_failed(raw, None);
+        assert_eq!(e.kind(), &ErrorKind::UsageLimit);
+        assert_eq!(e.phase(), Phase::Budget);
+        let other = json!({"message": "bad key", "codexErrorInfo": "unauthorized"});
+        assert_eq!(
+            Error::turn_failed(other, None).kind(),
+            &ErrorKind::TurnFailed
+        );
+    }
 }

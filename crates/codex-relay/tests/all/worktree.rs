@@ -245,3 +245,103 @@ async fn shown_in_the_browser(url: &str, id: &str) {
         "{findings}"
     );
 }
+
+/// The other fronts on the real Codex 0.171: `codex_start` with `worktree` over MCP (the
+/// official Rust SDK) and `codex_worktree`'s diff; `codex-relay run --worktree` leaves its work
+/// committed on its branch and removes the worktree when the run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_and_run_start_worktree_sessions() {
+    use rmcp::ServiceExt;
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
+    let root = bed.home.root().to_path_buf();
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    git(&repo, &["add", "README.md"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let trees = root.join("worktrees");
+    let edit = |file: &str| {
+        [
+            Reply::exec(
+                &format!("echo from-codex > {file}"),
+                &format!("call-{file}"),
+            ),
+            Reply::text("edited"),
+        ]
+    };
+    bed.model.route("WT-MCP", edit("mcp.txt"));
+    bed.model.route("WT-RUN", edit("run.txt"));
+
+    let mut cmd = tokio::process::Command::new(crate::common::RELAY);
+    cmd.arg("mcp")
+        .args(bed.args(60_000))
+        .args(["--worktree-dir", &trees.display().to_string()])
+        .kill_on_drop(true);
+    let client =
+        ().serve(rmcp::transport::TokioChildProcess::new(cmd).expect("spawn codex-relay mcp"))
+            .await
+            .expect("MCP initialize");
+    let started = crate::common::rmcp_call(
+        &client,
+        "codex_start",
+        json!({"prompt": "WT-MCP edit", "workingDirectory": repo, "approvalPolicy": "never",
+               "sandbox": "workspace-write", "worktree": {"branch": "codex/mcp"}}),
+    )
+    .await;
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+    assert!(
+        started["cwd"]
+            .as_str()
+            .unwrap()
+            .starts_with(&trees.display().to_string()),
+        "{started}"
+    );
+    let until = tokio::time::Instant::now() + TURN;
+    loop {
+        let s = crate::common::rmcp_call(
+            &client,
+            "codex_status",
+            json!({"sessionId": id, "waitMs": 10000, "until": "attention"}),
+        )
+        .await;
+        if !matches!(s["status"].as_str(), Some("active" | "awaiting_input")) {
+            assert_eq!(s["status"], "done", "{s}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "never settled: {s}");
+    }
+    let diff = crate::common::rmcp_call(&client, "codex_worktree", json!({"sessionId": id})).await;
+    assert_eq!(diff["result"]["files"][0]["path"], "mcp.txt", "{diff}");
+    assert_eq!(diff["result"]["branch"], "codex/mcp", "{diff}");
+    client.cancel().await.expect("close the client");
+
+    let out = tokio::process::Command::new(crate::common::RELAY)
+        .arg("run")
+        .args(bed.args(60_000))
+        .args(["--worktree-dir", &trees.display().to_string()])
+        .arg("--cwd")
+        .arg(&repo)
+        .args([
+            "--worktree",
+            "--base",
+            "main",
+            "--branch",
+            "codex/run",
+            "WT-RUN edit",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("on branch codex/run"), "{stderr}");
+    assert_eq!(git(&repo, &["show", "codex/run:run.txt"]), "from-codex\n");
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(
+        !listed.contains("codex/run"),
+        "the run's worktree was removed: {listed}"
+    );
+    bed.assert_no_codex_left().await;
+}
