@@ -33,8 +33,8 @@ mod usage_limit {
     }
 }
 
-/// (Codex rounds `usedPercent` to a whole number: 42.5 arrives as 43.)
 /// The `account/rateLimits/updated` params on the unrouted stream, until one matches `want`.
+/// (Codex rounds `usedPercent` to a whole number: 42.5 arrives as 43.)
 async fn rate_limit_update(
     unrouted: &mut codex_relay_codex::Subscription,
     want: impl Fn(&Value) -> bool,
