@@ -386,6 +386,8 @@ impl ClientBuilder {
         config.approval_timeout = self.approval_timeout;
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;
+        // Sessions' git worktrees live in the relay's own data directory.
+        config.worktree_dir = Some(self.data_dir_target().join("worktrees"));
         if let Some(auth) = self.effective_auth()? {
             config.auth = auth.resolve()?;
         }

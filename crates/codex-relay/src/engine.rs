@@ -91,7 +91,7 @@ pub struct EngineArgs {
     #[command(flatten)]
     pub limits: crate::limits_args::LimitsArgs,
     /// Where the relay makes sessions' git worktrees (a directory it owns, made 0700).
-    /// Default: $XDG_STATE_HOME/codex-relay/worktrees (or ~/.local/state/...).
+    /// Default: `worktrees` in the data directory.
     #[arg(long, value_name = "DIR", env = "CODEX_RELAY_WORKTREE_DIR")]
     pub worktree_dir: Option<std::path::PathBuf>,
 }
@@ -142,7 +142,9 @@ impl EngineArgs {
         };
         config.policy = self.policy.policy()?;
         self.limits.apply(&mut config);
-        config.worktree_dir = self.worktree_dir.clone();
+        if let Some(dir) = &self.worktree_dir {
+            config.worktree_dir = Some(dir.clone());
+        }
         if let Some(file) = &self.rules {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading the rules file {}", file.display()))?;

@@ -55,8 +55,9 @@ pub struct RelayConfig {
     pub prices: Option<crate::limits::Prices>,
     /// How many new turns may wait, and how long, while a rate limit is hit (turn_queue.rs).
     pub turn_queue: crate::rate_limits::TurnQueueLimits,
-    /// Where the relay makes sessions' git worktrees (a directory it owns; made 0700).
-    /// Default: `$XDG_STATE_HOME/codex-relay/worktrees` (or under `~/.local/state`).
+    /// Where the relay makes sessions' git worktrees (a directory it owns; made 0700). The
+    /// library and the binary set `worktrees` in the data directory; unset, core uses
+    /// `$XDG_STATE_HOME/codex-relay/worktrees` (or under `~/.local/state`).
     pub worktree_dir: Option<std::path::PathBuf>,
 }
 

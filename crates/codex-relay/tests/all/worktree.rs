@@ -183,10 +183,10 @@ async fn a_worktree_session_diffs_exports_merges_and_goes_on_close(
         )
         .await
         .json();
-    assert!(
-        patch["patch"].as_str().unwrap().contains("added.txt"),
-        "{patch}"
-    );
+    let text = patch["patch"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no patch: {patch}"));
+    assert!(text.contains("added.txt"), "{patch}");
 
     // Merged back into main (checked out, clean, in the repository): a fast-forward.
     let merged = c

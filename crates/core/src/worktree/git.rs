@@ -19,10 +19,36 @@ const SAFE: &[&str] = &[
     "protocol.fd.allow=never",
 ];
 
-/// Runs `git -C dir args...`; its stdout, or an error with its stderr.
+/// Runs `git -C dir args...`; its stdout, or an error with its stderr. A lock another git
+/// holds (Codex runs git in its working directory too) is waited for, with backoff, a few
+/// times.
 pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, RelayError> {
-    let out = tokio::process::Command::new("git")
-        .args(SAFE)
+    let mut pause = std::time::Duration::from_millis(50);
+    for _ in 0..6 {
+        match git_once(dir, args).await {
+            Err(Locked) => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Ok(done) => return done,
+        }
+    }
+    match git_once(dir, args).await {
+        Ok(done) => done,
+        Err(Locked) => Err(RelayError::Worktree(format!(
+            "git {} in {}: another git holds its lock",
+            args.first().copied().unwrap_or_default(),
+            dir.display()
+        ))),
+    }
+}
+
+/// Another git process holds a lock file the call needs.
+struct Locked;
+
+async fn git_once(dir: &Path, args: &[&str]) -> Result<Result<String, RelayError>, Locked> {
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.args(SAFE)
         .arg("-C")
         .arg(dir)
         .args(args)
@@ -31,21 +57,32 @@ pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, RelayError>
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
         .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| RelayError::Worktree(format!("git could not run: {e}")))?;
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    // Spawned as the relay's own child: the binary's reaper stops children it does not know
+    // (what a dead Codex leaves behind), and would take git for one.
+    let out = match codex_relay_codex::platform::reaper::spawn_owned(|| cmd.spawn(), |c| c.id()) {
+        Ok(child) => child.wait_with_output().await,
+        Err(e) => Err(e),
+    };
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => return Ok(Err(RelayError::Worktree(format!("git could not run: {e}")))),
+    };
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let first = args.iter().take(2).copied().collect::<Vec<_>>().join(" ");
-        Err(RelayError::Worktree(format!(
-            "git {first} failed in {}: {}",
-            dir.display(),
-            err.trim()
-        )))
+        return Ok(Ok(String::from_utf8_lossy(&out.stdout).into_owned()));
     }
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains(".lock': File exists") || err.contains("cannot lock ref") {
+        return Err(Locked);
+    }
+    let first = args.iter().take(2).copied().collect::<Vec<_>>().join(" ");
+    Ok(Err(RelayError::Worktree(format!(
+        "git {first} failed in {}: {}",
+        dir.display(),
+        err.trim()
+    ))))
 }
 
 /// Whether `git args...` succeeds (for yes/no questions such as `merge-base --is-ancestor`).

@@ -17,7 +17,11 @@ const DIFF: &[&str] = &["diff", "--no-ext-diff", "--no-textconv", "--no-color"];
 /// nothing to commit. The identity is the user's git identity, else `codex-relay`.
 pub(crate) async fn commit_all(path: &Path, message: &str) -> Result<Option<String>, RelayError> {
     git(path, &["add", "--all"]).await?;
-    if git_ok(path, &["diff", "--cached", "--quiet"]).await {
+    if git(path, &["status", "--porcelain"])
+        .await?
+        .trim()
+        .is_empty()
+    {
         return Ok(None);
     }
     let named = git_ok(path, &["config", "user.email"]).await;
@@ -31,7 +35,18 @@ pub(crate) async fn commit_all(path: &Path, message: &str) -> Result<Option<Stri
         ]);
     }
     args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
-    git(path, &args).await?;
+    if let Err(e) = git(path, &args).await {
+        // Another git in the worktree (Codex's own) may have committed or reset meanwhile:
+        // nothing left to commit is no failure.
+        if !git(path, &["status", "--porcelain"])
+            .await?
+            .trim()
+            .is_empty()
+        {
+            return Err(e);
+        }
+        return Ok(None);
+    }
     Ok(Some(
         git(path, &["rev-parse", "HEAD"]).await?.trim().to_owned(),
     ))
