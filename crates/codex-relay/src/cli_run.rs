@@ -77,6 +77,19 @@ pub struct RunArgs {
     resume: Option<String>,
     #[command(flatten)]
     workspace: crate::cli_workspace::WorkspaceArgs,
+    /// Work in a git worktree of the repository at --cwd, made from --base on a new branch;
+    /// when the run ends its work is committed to that branch and the worktree removed.
+    #[arg(long)]
+    worktree: bool,
+    /// With --worktree: the branch or commit to start from (default: the current branch).
+    #[arg(long, value_name = "REF", requires = "worktree")]
+    base: Option<String>,
+    /// With --worktree: the new branch's name (default: codex/<id>).
+    #[arg(long, value_name = "NAME", requires = "worktree")]
+    branch: Option<String>,
+    /// With --worktree: leave the worktree in place when the run ends.
+    #[arg(long, requires = "worktree")]
+    keep_worktree: bool,
     /// Run against a built-in scripted model (no OpenAI account), in the demo's workspace
     /// unless --cwd says otherwise; kept in `demo/` in the data directory.
     #[arg(long)]
@@ -205,6 +218,15 @@ fn options(
     if let Some(t) = args.timeout {
         opts = opts.deadline(t);
     }
+    if args.worktree {
+        opts = opts.worktree(codex_relay_core::worktree::WorktreeSpec {
+            repo: cwd.display().to_string(),
+            base: args.base.clone(),
+            branch: args.branch.clone(),
+            keep: args.keep_worktree,
+            ..Default::default()
+        });
+    }
     Ok(opts)
 }
 
@@ -295,6 +317,15 @@ async fn run_once(
             ws.display()
         );
     }
+    let worktree = session.snapshot().worktree;
+    if let Some(w) = &worktree {
+        eprintln!(
+            "codex-relay: worktree {} on branch {} (from {})",
+            w.path.as_deref().unwrap_or_default(),
+            w.branch.as_deref().unwrap_or_default(),
+            w.base.as_deref().unwrap_or_default()
+        );
+    }
     let mut p = session.prompt(prompt);
     if let Some(s) = schema.clone() {
         p = p.output_schema(s);
@@ -335,6 +366,24 @@ async fn run_once(
         }
     } else if !args.json {
         println!("{}", result.text);
+    }
+    if let Some(w) = &worktree {
+        let diff = session.worktree_diff().await.map_err(report)?;
+        for f in &diff.files {
+            eprintln!("codex-relay:   {} {}", f.status, f.path);
+        }
+        // Closing commits the worktree's work to its branch and removes it (unless kept).
+        client
+            .relay()
+            .close(session.id(), false)
+            .await
+            .map_err(|e| report(e.into()))?;
+        eprintln!(
+            "codex-relay: {} file(s) changed; on branch {}{}",
+            diff.files.len(),
+            w.branch.as_deref().unwrap_or_default(),
+            if w.keep { " (worktree kept)" } else { "" }
+        );
     }
     Ok(())
 }

@@ -386,6 +386,8 @@ impl ClientBuilder {
         config.approval_timeout = self.approval_timeout;
         config.max_sessions = self.max_sessions.max(1);
         config.event_buffer = self.event_buffer;
+        // Sessions' git worktrees live in the relay's own data directory.
+        config.worktree_dir = Some(self.data_dir_target().join("worktrees"));
         if let Some(auth) = self.effective_auth()? {
             config.auth = auth.resolve()?;
         }
@@ -597,6 +599,15 @@ impl SessionOptions {
             dynamic_tools: self.tools.iter().map(|t| t.to_dynamic()).collect(),
             budget: self.budget,
             prices: self.prices,
+            worktree: self.worktree.clone().map(|mut w| {
+                if w.repo.is_empty() {
+                    w.repo = self.cwd.clone().unwrap_or_else(|| ".".into());
+                }
+                w.repo = codex_relay_core::api::start::absolute(&w.repo, None)
+                    .display()
+                    .to_string();
+                w
+            }),
             ..Default::default()
         }
     }

@@ -90,6 +90,10 @@ pub struct EngineArgs {
     pub cluster: crate::cluster_args::ClusterArgs,
     #[command(flatten)]
     pub limits: crate::limits_args::LimitsArgs,
+    /// Where the relay makes sessions' git worktrees (a directory it owns, made 0700).
+    /// Default: `worktrees` in the data directory.
+    #[arg(long, value_name = "DIR", env = "CODEX_RELAY_WORKTREE_DIR")]
+    pub worktree_dir: Option<std::path::PathBuf>,
 }
 
 impl EngineArgs {
@@ -138,6 +142,9 @@ impl EngineArgs {
         };
         config.policy = self.policy.policy()?;
         self.limits.apply(&mut config);
+        if let Some(dir) = &self.worktree_dir {
+            config.worktree_dir = Some(dir.clone());
+        }
         if let Some(file) = &self.rules {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading the rules file {}", file.display()))?;

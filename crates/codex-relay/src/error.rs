@@ -100,6 +100,12 @@ pub enum ErrorKind {
     Protocol,
     /// A turn is already running in this session.
     Busy,
+    /// The account's usage limit is reached: Codex failed the turn with `usageLimitExceeded`
+    /// (see [`Error::codex_error_info`]; Codex's message says when it resets).
+    UsageLimit,
+    /// A rate limit is hit and the turn could not wait for it in the relay's queue (the queue
+    /// was full, the limit resets later than a turn may wait, or it waited that long).
+    RateLimited,
 }
 
 /// A failed run or call. `Display` gives one line; the accessors give everything Codex said.
@@ -242,7 +248,15 @@ impl Error {
             Some(info) if info != "other" => phase_of_error_info(info),
             _ => phase_of_message(&message),
         };
-        let err = Self::new(phase, ErrorKind::TurnFailed, message);
+        let usage_limit = raw
+            .get("codexErrorInfo")
+            .is_some_and(|i| i == "usageLimitExceeded" || i == "usage_limit_exceeded");
+        let kind = if usage_limit {
+            ErrorKind::UsageLimit
+        } else {
+            ErrorKind::TurnFailed
+        };
+        let err = Self::new(phase, kind, message);
         if raw.is_null() {
             err
         } else {
@@ -336,6 +350,7 @@ impl From<RelayError> for Error {
             }
             RelayError::UnknownSession(_)
             | RelayError::Workspace(_)
+            | RelayError::Worktree(_)
             | RelayError::InvalidOption(_)
             | RelayError::TooManySessions { .. }
             | RelayError::Store(_)
@@ -360,6 +375,9 @@ impl From<RelayError> for Error {
                     },
                     message,
                 )
+            }
+            RelayError::RateLimited { .. } => {
+                Error::new(Phase::Budget, ErrorKind::RateLimited, message)
             }
             RelayError::UnknownRequest { .. }
             | RelayError::AlreadyResolved { .. }
@@ -464,5 +482,20 @@ mod tests {
         let failed =
             at("unexpected status 500 Internal Server Error, url: http://127.0.0.1:4290/x");
         assert_eq!(Error::turn_failed(failed, None).phase(), Phase::Response);
+    }
+
+    /// The account's usage limit is its own kind (a budget-phase error), as Codex 0.171 and
+    /// 0.169 send it (crates/codex/tests/all/real_rate_limits.rs).
+    #[test]
+    fn usage_limit_exceeded_is_reported_as_such() {
+        let raw = json!({"message": "You've hit your usage limit.", "codexErrorInfo": "usageLimitExceeded"});
+        let e = Error::turn_failed(raw, None);
+        assert_eq!(e.kind(), &ErrorKind::UsageLimit);
+        assert_eq!(e.phase(), Phase::Budget);
+        let other = json!({"message": "bad key", "codexErrorInfo": "unauthorized"});
+        assert_eq!(
+            Error::turn_failed(other, None).kind(),
+            &ErrorKind::TurnFailed
+        );
     }
 }

@@ -141,6 +141,20 @@ pub mod limits {
         Budget, BudgetKind, LimitsChange, LimitsView, Prices, Spent, StopReason, TurnLimits,
     };
 }
+/// A git worktree per session ([`SessionOptions::worktree`]): its diff, export and merge
+/// (docs/AGENTS.md).
+pub mod worktree {
+    pub use codex_relay_core::worktree::{
+        ChangedFile, ExportAs, Exported, Merged, WorktreeDiff, WorktreeSpec,
+    };
+}
+/// The account's rate limits as Codex reports them and the relay's turn queue.
+pub mod rate_limits {
+    pub use codex_relay_core::rate_limits::{
+        QueuedTurn, RateLimitHold, RateLimitSnapshot, RateLimitWindow, RateLimitsView,
+        TurnQueueLimits,
+    };
+}
 /// The session-protocol event model: envelopes, events, deltas, token usage.
 pub mod event {
     pub use codex_relay_core::event::{

@@ -1,5 +1,6 @@
 //! The flags that set every session's default limits (`--turn-deadline`, `--idle-timeout`,
-//! `--interrupt-grace`, `--session-budget`, `--prices`), shared by every serving subcommand;
+//! `--interrupt-grace`, `--session-budget`, `--prices`) and the rate-limit queue's bounds
+//! (`--rate-limit-queue`, `--rate-limit-wait`), shared by every serving subcommand;
 //! a session or a message sets its own over them (docs/AGENTS.md).
 
 use std::time::Duration;
@@ -30,6 +31,14 @@ pub struct LimitsArgs {
     /// `input=1.25,cachedInput=0.125,output=10`.
     #[arg(long, value_name = "PRICES", env = "CODEX_RELAY_PRICES", value_parser = parse_pairs::<Prices>)]
     pub prices: Option<Prices>,
+    /// While a rate limit is hit, at most this many new turns wait in the queue (over all
+    /// sessions); one more is refused (`rate_limited`). Default 64.
+    #[arg(long, value_name = "N", env = "CODEX_RELAY_RATE_LIMIT_QUEUE")]
+    pub rate_limit_queue: Option<usize>,
+    /// How long a queued turn may wait for a rate limit to clear (e.g. `15m`); a limit that
+    /// resets later refuses the turn at once. Default 15m.
+    #[arg(long, value_name = "AGE", env = "CODEX_RELAY_RATE_LIMIT_WAIT", value_parser = parse_duration)]
+    pub rate_limit_wait: Option<Duration>,
 }
 
 impl LimitsArgs {
@@ -42,6 +51,12 @@ impl LimitsArgs {
         };
         config.budget = self.session_budget.unwrap_or_default();
         config.prices = self.prices;
+        if let Some(n) = self.rate_limit_queue {
+            config.turn_queue.max_queued = n;
+        }
+        if let Some(wait) = self.rate_limit_wait {
+            config.turn_queue.max_wait_ms = wait.as_millis() as u64;
+        }
     }
 }
 

@@ -46,6 +46,7 @@ pub struct SessionOptions {
     pub(crate) idle: Option<Duration>,
     pub(crate) grace: Duration,
     pub(crate) budget: codex_relay_core::limits::Budget,
+    pub(crate) worktree: Option<codex_relay_core::worktree::WorktreeSpec>,
     pub(crate) prices: Option<codex_relay_core::limits::Prices>,
     pub(crate) workspace: Option<WorkspaceSpec>,
     pub(crate) questions: Questions,
@@ -68,6 +69,7 @@ impl Default for SessionOptions {
             idle: None,
             grace: DEFAULT_INTERRUPT_GRACE,
             budget: Default::default(),
+            worktree: None,
             prices: None,
             workspace: None,
             questions: Questions::Unanswered,
@@ -169,6 +171,15 @@ impl SessionOptions {
     /// session starts no new one until it is raised ([`crate::Session::set_limits`]).
     pub fn budget(mut self, budget: codex_relay_core::limits::Budget) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// Works in a git worktree the relay makes for the session from `base` (default: the
+    /// repository's current branch) of the repository at `repo` (default: [`cwd`](Self::cwd)),
+    /// on a new branch (default `codex/<id>`); removed when the session closes unless `keep`
+    /// (its uncommitted work committed to its branch first). See [`crate::Session::worktree_diff`].
+    pub fn worktree(mut self, spec: codex_relay_core::worktree::WorktreeSpec) -> Self {
+        self.worktree = Some(spec);
         self
     }
 

@@ -103,7 +103,7 @@ pub(crate) async fn drive(
     let start = async {
         match spec.review {
             Some(target) => ctx.relay.review(&id, target).await,
-            None => ctx.relay.say(&id, say).await,
+            None => ctx.relay.say_started(&id, say).await,
         }
     };
     let said = match spec.deadline {
@@ -202,6 +202,7 @@ impl Seen {
                 error,
                 stopped,
                 usage,
+                ..
             } => {
                 self.end = Some((*status, error.clone()));
                 self.stopped = stopped.clone();

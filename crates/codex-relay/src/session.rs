@@ -167,6 +167,29 @@ impl Session {
         Ok(self.relay.set_model(self.id(), choice).await?)
     }
 
+    /// The diff of the session's worktree against its base (committed and uncommitted
+    /// changes, new files included).
+    pub async fn worktree_diff(&self) -> Result<codex_relay_core::worktree::WorktreeDiff, Error> {
+        Ok(self.relay.worktree_diff(self.id()).await?)
+    }
+
+    /// Exports the session's worktree: as its branch (committed; pushed to a repository when
+    /// `to` is given) or as one patch.
+    pub async fn export_worktree(
+        &self,
+        how: codex_relay_core::worktree::ExportAs,
+    ) -> Result<codex_relay_core::worktree::Exported, Error> {
+        Ok(self.relay.export_worktree(self.id(), how).await?)
+    }
+
+    /// Merges the session's worktree branch into `into` (default: its base branch).
+    pub async fn merge_worktree(
+        &self,
+        into: Option<String>,
+    ) -> Result<codex_relay_core::worktree::Merged, Error> {
+        Ok(self.relay.merge_worktree(self.id(), into).await?)
+    }
+
     /// Runs `prompt` as one turn and waits for its end.
     pub async fn run(&self, prompt: impl Into<String>) -> Result<RunResult, Error> {
         self.prompt(prompt).run().await

@@ -349,6 +349,9 @@ impl AccountState {
     }
 }
 
+/// Codex's notification of the account's rate limits (sent per process, with no thread id).
+pub const RATE_LIMITS_UPDATED: &str = "account/rateLimits/updated";
+
 /// Asks Codex which credentials it holds (`account/read`).
 pub async fn account_state(server: &AppServer) -> Result<AccountState, PeerError> {
     let answer = server
@@ -363,10 +366,26 @@ pub async fn account_state(server: &AppServer) -> Result<AccountState, PeerError
 /// as it would be without a subscriber. Call before [`login`]: Codex may ask at any time.
 pub fn serve_unrouted(server: &AppServer, auth: &AuthConfig) {
     let sub = server.peer().subscribe_default();
-    tokio::spawn(unrouted_loop(sub, auth.clone(), server.pid()));
+    tokio::spawn(unrouted_loop(sub, auth.clone(), server.pid(), None));
 }
 
-async fn unrouted_loop(mut sub: Subscription, auth: AuthConfig, pid: u32) {
+/// As [`serve_unrouted`], and the process's rate-limit notifications (`account/rateLimits/
+/// updated`, which carry no thread id) update the relay's rate limits.
+pub(crate) fn serve_unrouted_into(
+    server: &AppServer,
+    auth: &AuthConfig,
+    feed: Arc<crate::feed::Feed>,
+) {
+    let sub = server.peer().subscribe_default();
+    tokio::spawn(unrouted_loop(sub, auth.clone(), server.pid(), Some(feed)));
+}
+
+async fn unrouted_loop(
+    mut sub: Subscription,
+    auth: AuthConfig,
+    pid: u32,
+    feed: Option<Arc<crate::feed::Feed>>,
+) {
     while let Some(event) = sub.recv().await {
         match event {
             PeerEvent::Request(req) => match req.request() {
@@ -397,6 +416,13 @@ async fn unrouted_loop(mut sub: Subscription, auth: AuthConfig, pid: u32) {
             },
             PeerEvent::Notification(n) => {
                 tracing::trace!(raw = %n.raw, "unrouted notification");
+                if let Some(feed) = &feed
+                    && let codex_relay_protocol::v2::ServerNotification::Unknown { method, params } =
+                        &n.notification
+                    && method == RATE_LIMITS_UPDATED
+                {
+                    feed.rate_limits.update(params);
+                }
             }
             PeerEvent::Closed(_) => break,
         }

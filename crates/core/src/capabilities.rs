@@ -80,7 +80,7 @@ impl ServerSource {
             }
         };
         // Before the login: Codex may ask for fresh tokens at any time after it.
-        crate::auth::serve_unrouted(&server, &self.auth);
+        crate::auth::serve_unrouted_into(&server, &self.auth, self.feed.clone());
         // On failure the server is dropped here, which kills its process group.
         crate::auth::login(&server, &self.auth).await?;
         self.feed.codex_started();

@@ -73,6 +73,10 @@ pub struct CreateOptions {
     /// The workspace this session works in ([`crate::workspace::fingerprint`]); stored, so
     /// [`Relay::session_for_workspace`] finds the session again for reuse.
     pub workspace_fingerprint: Option<String>,
+    /// A git worktree made for this session from a base branch, as its working directory
+    /// (`crate::worktree`); the relay fills in where it made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeSpec>,
     #[serde(skip)]
     pub dynamic_tools: Vec<DynamicTool>,
     /// Start the thread on the Codex daemon the relay is attached to (`serve --attach`,
@@ -80,6 +84,31 @@ pub struct CreateOptions {
     /// it up (`codex resume <id>`). Refused when the relay is not attached now.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub on_daemon: bool,
+}
+
+/// A git worktree per session: asked with `repo` (a directory in the source repository),
+/// `base` (a branch or commit, default the repository's current branch), `branch` (the new
+/// branch's name, default `codex/<id>`) and `keep` (leave it on close). The relay fills in
+/// the rest when it made the worktree.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorktreeSpec {
+    pub repo: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub keep: bool,
+    /// The repository's top directory (made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo_root: Option<String>,
+    /// The worktree's directory, under the relay's worktree directory (made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The commit the worktree started from (made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
 }
 
 /// How a relay on Postgres takes part in a cluster.

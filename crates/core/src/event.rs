@@ -161,6 +161,10 @@ pub enum Ev {
         /// The turn's token usage, summed over every model request it made.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// The kind of a failure, as Codex names it (`codexErrorInfo`): `usageLimitExceeded`
+        /// when the account's usage limit is reached, `unauthorized`, `contextWindowExceeded`...
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_kind: Option<String>,
     },
     // --- codex-relay extensions (docs/EVENTS.md) ---
     /// Codex asked something (an approval, a question, a tool call); see [`crate::broker`].
@@ -406,6 +410,7 @@ mod tests {
                 error: None,
                 stopped: None,
                 usage: None,
+                error_kind: None,
             }
         );
         assert_eq!(end.kind(), "turn-end");

@@ -37,6 +37,8 @@ pub struct Feed {
     tokens: [AtomicU64; 5],
     /// Turns the relay stopped: for a deadline, the idle watchdog, a budget.
     stops: [AtomicU64; 3],
+    /// The account's rate limits, from every Codex process's notifications, and the turn queue.
+    pub rate_limits: crate::rate_limits::RateLimitGate,
 }
 
 impl Default for Feed {
@@ -47,6 +49,7 @@ impl Default for Feed {
             codex_starts: AtomicU64::new(0),
             tokens: Default::default(),
             stops: Default::default(),
+            rate_limits: Default::default(),
         }
     }
 }

@@ -61,6 +61,7 @@ mod placement;
 pub mod policy;
 pub mod pool;
 mod profile;
+pub mod rate_limits;
 pub mod reach;
 mod recovery;
 pub mod recycle;
@@ -74,10 +75,12 @@ mod store_notice;
 pub mod threads;
 pub mod time;
 mod tool;
+mod turn_queue;
 pub mod views;
 #[cfg(test)]
 mod wire_snapshots;
 pub mod workspace;
+pub mod worktree;
 mod writer_offers;
 
 pub use answer::{Answer, Decision, FormValue, Scope};

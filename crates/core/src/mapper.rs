@@ -45,6 +45,7 @@ pub fn map(n: &ServerNotification) -> Mapped {
                 }
             };
             let error = t.turn.error.as_ref().map(error_message);
+            let error_kind = t.turn.error.as_ref().and_then(error_kind);
             Mapped::one(
                 Role::System,
                 Some(t.turn.id.clone()),
@@ -53,6 +54,7 @@ pub fn map(n: &ServerNotification) -> Mapped {
                     error,
                     stopped: None,
                     usage: None,
+                    error_kind,
                 },
             )
         }
@@ -147,6 +149,16 @@ fn error_message(e: &Value) -> String {
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| e.to_string())
+}
+
+/// The kind of Codex's error (`codexErrorInfo`): its name, a string or an object's one key
+/// (`{"responseStreamDisconnected": {...}}`).
+fn error_kind(e: &Value) -> Option<String> {
+    match e.get("codexErrorInfo")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(m) => m.keys().next().cloned(),
+        _ => None,
+    }
 }
 
 /// A short one-line title for a command.
@@ -465,6 +477,7 @@ mod tests {
                 error: None,
                 stopped: None,
                 usage: None,
+                error_kind: None,
             }
         );
     }

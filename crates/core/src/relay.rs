@@ -38,6 +38,8 @@ pub(crate) struct RelayInner {
     /// The Codex daemon the relay is attached to now, if any (attach.rs): where a session
     /// created with `on_daemon` starts.
     pub(crate) daemon: crate::attach::DaemonLink,
+    /// Messages waiting for a rate limit to clear (turn_queue.rs).
+    pub(crate) waiting: crate::turn_queue::Waiting,
 }
 
 /// The engine. Cheap to clone.
@@ -102,7 +104,9 @@ impl Relay {
             copies: Mutex::new(HashMap::new()),
             placement: Default::default(),
             daemon: Default::default(),
+            waiting: Default::default(),
         });
+        inner.feed.rate_limits.set_bounds(inner.config.turn_queue);
         let relay = Relay { inner };
         let weak = Arc::downgrade(&relay.inner);
         tokio::spawn(crate::store_notice::run(
@@ -303,10 +307,28 @@ impl Relay {
     /// [`Relay::create`] on this instance, whatever its load.
     pub(crate) async fn create_here(
         &self,
-        opts: CreateOptions,
+        mut opts: CreateOptions,
     ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
-        self.check_policy(&opts)?;
+        match opts.worktree.take() {
+            Some(asked) => self.create_with_worktree(opts, asked).await,
+            None => self.create_in(opts, None).await,
+        }
+    }
+
+    /// Creates the session here; `policy_cwd` is the directory the policy judges when it is
+    /// not the session's own (a worktree's repository).
+    pub(crate) async fn create_in(
+        &self,
+        opts: CreateOptions,
+        policy_cwd: Option<String>,
+    ) -> Result<(SessionHandle, Option<SayOutcome>), RelayError> {
+        if policy_cwd.is_none() {
+            self.check_policy(&opts)?;
+        }
         self.check_writable()?;
+        if opts.prompt.is_some() {
+            self.check_queue_room()?;
+        }
         // Taken before any work is done; every early return below frees it.
         let mut slot = self.inner.slots.reserve()?;
         let place = self
@@ -330,10 +352,14 @@ impl Relay {
         let started = server.thread_start(&params).await?;
         // What Codex says it runs the thread with is checked too: a layer of its config the
         // relay did not read cannot widen it.
+        let mut effective = crate::policy::Effective::of(&started);
+        if policy_cwd.is_some() {
+            effective.cwd = policy_cwd.as_deref();
+        }
         self.inner
             .config
             .policy
-            .check_effective(&crate::policy::Effective::of(&started), &self.default_cwd())?;
+            .check_effective(&effective, &self.default_cwd())?;
         let id = started.thread.id.clone();
         // Recorded as this instance's before anything of it is written.
         self.placement().claim(&self.host(), &id).await?;
@@ -372,17 +398,20 @@ impl Relay {
         shared.persist();
         let handle = self.spawn_session(shared, Some(server), &opts.dynamic_tools, Some(slot));
         let first = match &opts.prompt {
-            Some(prompt) => Some(
-                handle
-                    .say(SayInput {
-                        text: prompt.clone(),
-                        images: opts.images.clone(),
-                        output_schema: opts.output_schema.clone(),
-                        plan_mode: opts.plan_mode,
-                        limits: Default::default(),
-                    })
-                    .await?,
-            ),
+            Some(prompt) => {
+                let input = SayInput {
+                    text: prompt.clone(),
+                    images: opts.images.clone(),
+                    output_schema: opts.output_schema.clone(),
+                    plan_mode: opts.plan_mode,
+                    limits: Default::default(),
+                };
+                // While a rate limit is hit, the first turn waits in the queue too.
+                match self.gate_turn(&handle, input, None)? {
+                    crate::turn_queue::Gate::Go(input) => Some(handle.say(input).await?),
+                    crate::turn_queue::Gate::Queued(queued) => Some(queued),
+                }
+            }
             None => None,
         };
         if let Some(first) = &first {

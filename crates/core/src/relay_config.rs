@@ -53,6 +53,12 @@ pub struct RelayConfig {
     pub budget: crate::limits::Budget,
     /// The price table of a session that sets none (the estimated cost).
     pub prices: Option<crate::limits::Prices>,
+    /// How many new turns may wait, and how long, while a rate limit is hit (turn_queue.rs).
+    pub turn_queue: crate::rate_limits::TurnQueueLimits,
+    /// Where the relay makes sessions' git worktrees (a directory it owns; made 0700). The
+    /// library and the binary set `worktrees` in the data directory; unset, core uses
+    /// `$XDG_STATE_HOME/codex-relay/worktrees` (or under `~/.local/state`).
+    pub worktree_dir: Option<std::path::PathBuf>,
 }
 
 impl RelayConfig {
@@ -80,6 +86,8 @@ impl RelayConfig {
             turn_limits: Default::default(),
             budget: Default::default(),
             prices: None,
+            turn_queue: Default::default(),
+            worktree_dir: None,
         }
     }
 }

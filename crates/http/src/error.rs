@@ -86,6 +86,8 @@ impl From<RelayError> for ApiError {
             }
             RelayError::Closed(_) => (StatusCode::CONFLICT, "session_closed"),
             RelayError::BudgetReached { .. } => (StatusCode::CONFLICT, "budget_reached"),
+            RelayError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            RelayError::Worktree(_) => (StatusCode::UNPROCESSABLE_ENTITY, "worktree_failed"),
             RelayError::Start(_) => (StatusCode::SERVICE_UNAVAILABLE, "codex_unavailable"),
             RelayError::CodexCrashLoop { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "codex_crash_loop")

@@ -191,6 +191,51 @@ pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         "reason",
         &feed.stops(),
     );
+    let limits = st.relay.rate_limits();
+    gauge_family(
+        &mut registry,
+        "rate_limit_used_percent",
+        "How full each of the account's rate-limit windows is, as Codex last reported it (limit:window)",
+        "window",
+        limits
+            .limits
+            .iter()
+            .flat_map(|l| {
+                [("primary", l.primary), ("secondary", l.secondary)]
+                    .into_iter()
+                    .filter_map(move |(w, v)| {
+                        Some((
+                            format!("{}:{w}", l.limit_id),
+                            v?.used_percent.round() as i64,
+                        ))
+                    })
+            })
+            .collect(),
+    );
+    gauge(
+        &mut registry,
+        "rate_limit_hit",
+        "1 while a rate limit is hit (new turns wait in the queue)",
+        i64::from(limits.hold.is_some()),
+    );
+    gauge(
+        &mut registry,
+        "turns_queued",
+        "Turns waiting in the queue for a rate limit to clear",
+        limits.queued.len() as i64,
+    );
+    counter(
+        &mut registry,
+        "turns_queued_total",
+        "Turns that waited in the queue for a rate limit since the relay opened",
+        limits.queued_total,
+    );
+    counter(
+        &mut registry,
+        "turns_queue_refused_total",
+        "New turns refused (the queue full, the limit resetting later than a turn may wait) or dropped after waiting too long",
+        limits.refused_total,
+    );
     gauge(
         &mut registry,
         "sse_subscribers",

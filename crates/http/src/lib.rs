@@ -24,6 +24,7 @@ pub mod health;
 pub mod notify;
 pub mod openapi;
 pub mod permission;
+pub mod rate_limits;
 pub mod relay_stream;
 pub mod rules;
 pub mod security;
@@ -36,6 +37,7 @@ pub mod types;
 mod ui;
 #[cfg(test)]
 mod wire_snapshots;
+pub mod worktree;
 
 use std::sync::Arc;
 
@@ -106,10 +108,14 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         .route("/api/sessions/{id}/model", post(threads::set_model))
         .route("/api/models", get(threads::models))
         .route("/api/sessions/{id}/stream", get(sse::stream))
+        .route("/api/sessions/{id}/worktree", get(worktree::diff))
+        .route("/api/sessions/{id}/worktree/export", post(worktree::export))
+        .route("/api/sessions/{id}/worktree/merge", post(worktree::merge))
         .route("/api/sessions/{id}/export", get(export::export))
         .route("/api/threads/{id}", get(daemon_threads::read))
         .route("/api/threads/{id}/fork", post(daemon_threads::fork))
         .route("/api/stream", get(relay_stream::stream))
+        .route("/api/rate-limits", get(rate_limits::get))
         .route("/api/codex/permission/respond", post(permission::respond))
         .route("/api/codex/permission/pending", get(permission::pending))
         .route("/api/rules", get(rules::list).post(rules::put))

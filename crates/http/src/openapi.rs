@@ -4,7 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::{
-    daemon_threads, export, health, notify, permission, relay_stream, rules, sessions, sse, threads,
+    daemon_threads, export, health, notify, permission, rate_limits, relay_stream, rules, sessions,
+    sse, threads, worktree,
 };
 
 #[derive(OpenApi)]
@@ -15,7 +16,8 @@ use crate::{
         sessions::close, sessions::events, sessions::limits, sessions::set_limits,
         daemon_threads::read, daemon_threads::fork,
         threads::review, threads::fork, threads::rollback, threads::compact, threads::set_model,
-        threads::models, export::export, sse::stream, relay_stream::stream,
+        threads::models, export::export, sse::stream, relay_stream::stream, rate_limits::get,
+        worktree::diff, worktree::export, worktree::merge,
         permission::respond, permission::pending, rules::list, rules::put, rules::delete,
         rules::suggest, notify::list, notify::key, notify::subscribe, notify::unsubscribe,
         health::healthz, health::metrics, document,

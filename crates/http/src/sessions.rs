@@ -39,6 +39,7 @@ pub async fn create(
         plan_mode: body.plan_mode == Some(true),
         labels: body.labels.unwrap_or_default(),
         on_daemon: body.on_daemon == Some(true),
+        worktree: body.worktree.map(Into::into),
     }
     .options()
     .map_err(|e| ApiError::unprocessable("invalid_options", e.to_string()))?;
@@ -59,7 +60,9 @@ pub async fn create(
         StatusCode::CREATED,
         Json(Created {
             session_id: handle.id().to_owned(),
-            turn_id: first.map(|f| f.turn_id().to_owned()),
+            turn_id: first
+                .map(|f| f.turn_id().to_owned())
+                .filter(|t| !t.is_empty()),
             status: handle.snapshot().status.as_str().to_owned(),
         }),
     ))
@@ -143,7 +146,13 @@ pub async fn get(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionView>, ApiError> {
-    Ok(Json(st.relay.find(&id).await?.into()))
+    let mut view: SessionView = st.relay.find(&id).await?.into();
+    if let Some(position) = st.relay.queued_position(&id) {
+        view.queued = Some(serde_json::json!({
+            "position": position, "hold": st.relay.rate_limits().hold
+        }));
+    }
+    Ok(Json(view))
 }
 
 #[utoipa::path(post, path = "/api/sessions/{id}/messages", tag = "sessions",
@@ -176,13 +185,15 @@ pub async fn message(
             },
         )
         .await?;
-    let mode = match &outcome {
-        SayOutcome::Started { .. } => "started",
-        SayOutcome::Steered { .. } => "steered",
+    let (mode, position) = match &outcome {
+        SayOutcome::Started { .. } => ("started", None),
+        SayOutcome::Steered { .. } => ("steered", None),
+        SayOutcome::Queued { position, .. } => ("queued", Some(*position)),
     };
     Ok(Json(Said {
         mode: mode.into(),
         turn_id: outcome.turn_id().to_owned(),
+        position,
     }))
 }
 

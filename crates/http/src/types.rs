@@ -57,6 +57,32 @@ pub struct CreateSession {
     /// docs/ATTACH.md), where the terminal picks it up with `codex resume <id>`; 503 when
     /// the relay is not attached now.
     pub on_daemon: Option<bool>,
+    /// Work in a git worktree made for the session (docs/AGENTS.md, "A worktree per session").
+    pub worktree: Option<WorktreeRequest>,
+}
+
+/// `{repo?, base?, branch?, keep?}`: `repo` (default `cwd`) a directory in the repository,
+/// `base` (default its current branch) what to start from, `branch` (default `codex/<id>`)
+/// the new branch, `keep` leaves the worktree when the session closes.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorktreeRequest {
+    pub repo: Option<String>,
+    pub base: Option<String>,
+    pub branch: Option<String>,
+    pub keep: Option<bool>,
+}
+
+impl From<WorktreeRequest> for codex_relay_core::worktree::WorktreeSpec {
+    fn from(w: WorktreeRequest) -> Self {
+        Self {
+            repo: w.repo.unwrap_or_default(),
+            base: w.base,
+            branch: w.branch,
+            keep: w.keep == Some(true),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -171,6 +197,15 @@ pub struct SessionView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub attached: Option<Value>,
+    /// Present while a rate limit is hit and the session's new turn waits in the relay's
+    /// queue: `{position, hold: {limitId, window, usedPercent, resetsAt?}}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub queued: Option<Value>,
+    /// The session's git worktree: `{repo, base, branch, keep?, repoRoot, path, baseCommit}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub worktree: Option<Value>,
 }
 
 impl From<SessionSnapshot> for SessionView {
@@ -202,6 +237,8 @@ impl From<SessionSnapshot> for SessionView {
                 .attached
                 .as_ref()
                 .and_then(|a| serde_json::to_value(a).ok()),
+            queued: None,
+            worktree: s.worktree.and_then(|w| serde_json::to_value(w).ok()),
         }
     }
 }
@@ -222,9 +259,14 @@ pub struct Message {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Said {
-    /// `started` (a new turn) or `steered` (added to the running turn).
+    /// `started` (a new turn), `steered` (added to the running turn) or `queued` (a rate
+    /// limit is hit: the turn waits in the relay's queue and starts when it clears).
     pub mode: String,
+    /// The turn's id; empty while it is queued.
     pub turn_id: String,
+    /// The queued turn's place in the queue (1 is next).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -77,6 +77,7 @@ static ASSETS: &[Asset] = &[
     asset!("timeline.js", JS),
     asset!("cards.js", JS),
     asset!("diff.js", JS),
+    asset!("worktree.js", JS),
     asset!("text.js", JS),
     asset!("rules.js", JS),
     asset!("ruleform.js", JS),

@@ -15,6 +15,7 @@ import { openStream } from './stream.js';
 import { Timeline, stopLabel } from './timeline.js';
 import { setBase } from './diff.js';
 import { threadActions } from './threads.js';
+import { worktreePanel } from './worktree.js';
 
 export function sessionView(root, id, { onRelayEvent }) {
   const path = `/api/sessions/${encodeURIComponent(id)}`;
@@ -29,6 +30,10 @@ export function sessionView(root, id, { onRelayEvent }) {
   // A budget the session reached: it starts no turn until raised (here, or over the API).
   const budgetNote = h('p', { class: 'budget-note', role: 'alert', hidden: true });
   const raise = h('button', { class: 'button small', type: 'button', onclick: raiseBudget }, 'Raise budget');
+  // A rate limit is hit and the session's new turn waits in the relay's queue.
+  const queueNote = h('p', { class: 'queue-note', role: 'status', hidden: true });
+  // A session with a git worktree: its diff against the base.
+  const worktree = worktreePanel(path);
   let reached = null;
   const pendingNote = h('a', { class: 'badge pending', href: '#', hidden: true, onclick: (e) => { e.preventDefault(); root.querySelector('.card.request:not(.resolved)')?.scrollIntoView({ behavior: 'smooth', block: 'center' }); } });
   const interrupt = h('button', { class: 'button danger-outline small', type: 'button', disabled: true, onclick: stop }, 'Interrupt');
@@ -66,7 +71,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         statusSlot, pendingNote),
       h('div', { class: 'line2' }, cwd, model, usage, streamState),
       h('div', { class: 'line3' }, interrupt, close, ops.buttons)),
-    notice, budgetNote, attachedNote, events, composer);
+    notice, budgetNote, queueNote, attachedNote, worktree.root, events, composer);
 
   const timeline = new Timeline(events, {
     onStatus: setStatus,
@@ -103,6 +108,8 @@ export function sessionView(root, id, { onRelayEvent }) {
       usage.textContent = tokens(s.spent?.usage ?? s.usage) || '';
       showBudget(s.budgetReached);
       showAttached(s.attached);
+      showQueued(s.queued);
+      if (s.worktree) worktree.refresh();
       if (status === null) setStatus(s.status);
     } catch (e) {
       notice.textContent = e.status === 404 ? `No session ${id}: ${e.message}` : e.message;
@@ -128,6 +135,15 @@ export function sessionView(root, id, { onRelayEvent }) {
     reached = r ?? null;
     budgetNote.hidden = !reached;
     if (reached) budgetNote.replaceChildren(`Budget reached (${stopLabel(reached)}): the session starts no new turn until it is raised. `, raise);
+  }
+
+  function showQueued(q) {
+    queueNote.hidden = !q;
+    if (!q) return;
+    const hold = q.hold;
+    const at = hold?.resetsAt ? `; it resets at ${new Date(hold.resetsAt * 1000).toLocaleTimeString()}` : '';
+    const what = hold ? `The ${hold.limitId} rate limit is hit (${hold.window} window at ${hold.usedPercent}%${at})` : 'Turns wait for a rate limit';
+    queueNote.textContent = `${what}: the new turn waits in the queue, position ${q.position}, and starts when it clears.`;
   }
 
   async function raiseBudget() {
@@ -166,7 +182,8 @@ export function sessionView(root, id, { onRelayEvent }) {
         }
         timeline.apply(env);
         // A turn of the session ended: what it spent, and any budget it reached.
-        if (env.ev && ['turn-end', 'rolled-back'].includes(env.ev.t) && !env.agent) load();
+        // A queued turn that starts is no longer queued.
+        if (env.ev && ['turn-end', 'turn-start', 'rolled-back'].includes(env.ev.t) && !env.agent) load();
         // A note may say the thread's approval policy changed (an attached thread).
         if (env.ev && env.ev.t === 'note') load();
       },
@@ -213,6 +230,7 @@ export function sessionView(root, id, { onRelayEvent }) {
         stream = connect();
       }
       hint.textContent = r.mode === 'steered' ? 'Added to the running turn.' : '';
+      if (r.mode === 'queued') load();
     } catch (err) {
       notice.textContent = err.message;
     } finally {

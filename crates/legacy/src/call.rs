@@ -112,7 +112,7 @@ impl Call {
             .await
             .map_err(|e| e.to_string())?;
         let outcome = relay
-            .say(id, SayInput::text(prompt))
+            .say_started(id, SayInput::text(prompt))
             .await
             .map_err(|e| e.to_string())?;
         let turn = outcome.turn_id().to_owned();

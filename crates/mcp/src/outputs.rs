@@ -24,8 +24,10 @@ pub struct StartOutput {
 pub struct SayOutput {
     pub session_id: String,
     pub status: String,
-    /// `started` (a new turn) or `steered` (added to the running turn).
+    /// `started` (a new turn), `steered` (added to the running turn) or `queued` (a rate
+    /// limit is hit: the turn waits and starts when it clears).
     pub mode: String,
+    /// Empty while the turn is queued.
     pub turn_id: String,
     pub note: String,
 }
@@ -130,7 +132,8 @@ impl From<&codex_relay_core::session::AgentInfo> for SubAgentOutput {
 #[serde(rename_all = "camelCase")]
 pub struct StatusOutput {
     pub session_id: String,
-    /// active, awaiting_approval, awaiting_input, done, idle, interrupted, error, closed.
+    /// active, awaiting_approval, awaiting_input, queued, done, idle, interrupted, error,
+    /// closed.
     pub status: String,
     /// The final message of the last completed turn (parsed JSON with an outputSchema).
     pub result: Option<Value>,
@@ -158,6 +161,14 @@ pub struct StatusOutput {
     /// `{reason: "idle", idleMs}` or `{reason: "budget", budget, limit, used}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<codex_relay_core::limits::StopReason>,
+    /// While a rate limit is hit and this session's new turn waits (status `queued`):
+    /// `{position, hold: {limitId, window, usedPercent, resetsAt?}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<Value>,
+    /// The account's rate limits as Codex last reported them (`[{limitId, primary?,
+    /// secondary?, ...}]`); empty until Codex sent some.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<Value>,
     pub turn_count: u64,
     pub cwd: Option<String>,
     pub model: Option<String>,
@@ -240,4 +251,16 @@ pub struct ListOutput {
 /// The structured content of a result.
 pub fn value<T: Serialize>(out: T) -> Value {
     serde_json::to_value(out).unwrap_or(Value::Null)
+}
+
+/// `codex_worktree`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeOutput {
+    pub session_id: String,
+    /// diff, export or merge.
+    pub action: String,
+    /// diff: `{branch, base, baseCommit, path, files: [{path, status}], patch, truncated}`;
+    /// export: `{branch, commit?, to?, patch?}`; merge: `{branch, into, commit, how}`.
+    pub result: Value,
 }

@@ -80,6 +80,42 @@ pub struct StartParams {
     /// session's life. Reaching one interrupts the turn and the session starts no new turn
     /// until codex_limits raises it.
     pub budget: Option<codex_relay_core::limits::Budget>,
+    /// Work in a git worktree made for this session: {repo?, base?, branch?, keep?}. repo
+    /// (default: workingDirectory) is a directory in the repository; base (default: its current
+    /// branch) the branch or commit to start from; branch (default codex/<id>) the new branch;
+    /// keep leaves the worktree when the session closes (else it is removed, its uncommitted
+    /// work committed to its branch first). codex_worktree shows the diff, exports, merges.
+    pub worktree: Option<WorktreeParam>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorktreeParam {
+    pub repo: Option<String>,
+    pub base: Option<String>,
+    pub branch: Option<String>,
+    pub keep: Option<bool>,
+}
+
+/// `codex_worktree`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorktreeParams {
+    /// The session id (a session started with worktree).
+    pub session_id: String,
+    /// "diff" (default): the changes against the base, file list and unified diff;
+    /// "export": as a branch (committed; with `to`, pushed to that repository, as `name`) or,
+    /// with as: "patch", one patch; "merge": into `into` (default: the base branch).
+    pub action: Option<String>,
+    /// For export: "branch" (default) or "patch".
+    #[serde(rename = "as")]
+    pub export_as: Option<String>,
+    /// For a branch export: an absolute path to a repository or an https/ssh URL to push to.
+    pub to: Option<String>,
+    /// For a branch export with `to`: the branch name there (default: the worktree's branch).
+    pub name: Option<String>,
+    /// For merge: the branch to merge into (default: the base the worktree started from).
+    pub into: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

@@ -134,6 +134,7 @@ impl RelayMcp {
             crate::thread_tool::THREAD => {
                 crate::thread_tool::thread(&self.relay, parse(name, args)?).await?
             }
+            tools::WORKTREE => tools::worktree(&self.relay, parse(name, args)?).await?,
             _ => unreachable!("unknown tools are refused before run"),
         };
         if matches!(name, tools::START | tools::SAY) {

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 
 use crate::outputs::{
     self, InterruptOutput, LimitsOutput, ListOutput, ListedOutput, RespondOutput, SayOutput,
-    StartOutput, StatusOutput,
+    StartOutput, StatusOutput, WorktreeOutput,
 };
 use crate::params::{
     ApprovalPolicyParam, InterruptParams, LimitsParams, ListParams, RespondParams, SandboxParam,
-    SayParams, StartParams, StatusParams, millis,
+    SayParams, StartParams, StatusParams, WorktreeParams, millis,
 };
 use crate::view;
 
@@ -46,15 +46,19 @@ pub const RESPOND: &str = "codex_respond";
 pub const INTERRUPT: &str = "codex_interrupt";
 pub const LIST: &str = "codex_list";
 pub const LIMITS: &str = "codex_limits";
+pub const WORKTREE: &str = "codex_worktree";
 
 /// What each tool takes, for error messages.
 pub fn signature(tool: &str) -> &'static str {
     match tool {
         START => {
-            "{prompt, workingDirectory?, model?, effort?, approvalPolicy?, sandbox?, fullAuto?, profile?, config?, baseInstructions?, images?, skipGitRepoCheck?, dangerouslyBypassApprovalsAndSandbox?, outputSchema?, deadlineSeconds?, idleSeconds?, budget?}"
+            "{prompt, workingDirectory?, model?, effort?, approvalPolicy?, sandbox?, fullAuto?, profile?, config?, baseInstructions?, images?, skipGitRepoCheck?, dangerouslyBypassApprovalsAndSandbox?, outputSchema?, deadlineSeconds?, idleSeconds?, budget?, worktree?}"
         }
         SAY => "{sessionId, message, images?, deadlineSeconds?, idleSeconds?}",
         LIMITS => "{sessionId, budget?, deadlineSeconds?, idleSeconds?, prices?}",
+        WORKTREE => {
+            "{sessionId, action?: \"diff\"|\"export\"|\"merge\", as?: \"branch\"|\"patch\", to?, name?, into?}"
+        }
         STATUS => "{sessionId, outputLines?, cursor?, waitMs?, until?: \"change\"|\"attention\"}",
         RESPOND => "{sessionId, id, answers: [string]}",
         INTERRUPT => "{sessionId}",
@@ -177,6 +181,15 @@ pub fn definitions() -> Vec<Tool> {
             crate::thread_tool::DESCRIPTION,
         )
         .with_annotations(ToolAnnotations::new().destructive(true).open_world(true)),
+        tool::<WorktreeParams, WorktreeOutput>(
+            WORKTREE,
+            "A session's git worktree: diff, export, merge",
+            "For a session started with worktree: action diff (default) lists the changed files \
+             and the unified diff against the base; export commits the work to the session's \
+             branch (with to, also pushes it to that repository) or, with as: patch, returns one \
+             patch; merge merges the branch into its base branch (or into).",
+        )
+        .with_annotations(ToolAnnotations::new().destructive(false)),
     ]
 }
 
@@ -223,8 +236,51 @@ pub fn start_request(p: StartParams) -> StartRequest {
         base_instructions: p.base_instructions,
         images: p.images.unwrap_or_default(),
         output_schema: p.output_schema,
+        worktree: p
+            .worktree
+            .map(|w| codex_relay_core::worktree::WorktreeSpec {
+                repo: w.repo.unwrap_or_default(),
+                base: w.base,
+                branch: w.branch,
+                keep: w.keep == Some(true),
+                ..Default::default()
+            }),
         ..Default::default()
     }
+}
+
+pub async fn worktree(relay: &Relay, p: WorktreeParams) -> Result<Value, ToolError> {
+    use codex_relay_core::worktree::ExportAs;
+    let action = p.action.clone().unwrap_or_else(|| "diff".into());
+    let result = match action.as_str() {
+        "diff" => json!(relay.worktree_diff(&p.session_id).await?),
+        "export" => {
+            let how = match p.export_as.as_deref().unwrap_or("branch") {
+                "branch" => ExportAs::Branch {
+                    to: p.to,
+                    name: p.name,
+                },
+                "patch" => ExportAs::Patch,
+                other => {
+                    return Err(ToolError(format!(
+                        "as {other:?} is not an export: give \"branch\" or \"patch\""
+                    )));
+                }
+            };
+            json!(relay.export_worktree(&p.session_id, how).await?)
+        }
+        "merge" => json!(relay.merge_worktree(&p.session_id, p.into).await?),
+        other => {
+            return Err(ToolError(format!(
+                "action {other:?} is not one of diff, export, merge"
+            )));
+        }
+    };
+    Ok(outputs::value(WorktreeOutput {
+        session_id: p.session_id,
+        action,
+        result,
+    }))
 }
 
 /// The turn limits a tool call gives.
@@ -258,7 +314,10 @@ pub async fn start(relay: &Relay, mut p: StartParams) -> Result<Value, ToolError
     let snap = handle.snapshot();
     Ok(outputs::value(StartOutput {
         status: status_word(&snap).into(),
-        turn_id: first.as_ref().map(|f| f.turn_id().to_owned()),
+        turn_id: first
+            .as_ref()
+            .map(|f| f.turn_id().to_owned())
+            .filter(|t| !t.is_empty()),
         session_id: snap.session_id,
         cwd: snap.cwd,
         model: snap.model,
@@ -290,17 +349,26 @@ pub async fn say(relay: &Relay, p: SayParams) -> Result<Value, ToolError> {
         .await?;
     let snap = relay.status(&p.session_id)?;
     let (mode, note) = match &outcome {
-        codex_relay_core::SayOutcome::Started { .. } => ("started", "a new turn started"),
-        codex_relay_core::SayOutcome::Steered { .. } => {
-            ("steered", "a turn was running: the message was added to it")
-        }
+        codex_relay_core::SayOutcome::Started { .. } => ("started", "a new turn started".into()),
+        codex_relay_core::SayOutcome::Steered { .. } => (
+            "steered",
+            "a turn was running: the message was added to it".into(),
+        ),
+        codex_relay_core::SayOutcome::Queued {
+            position, limit_id, ..
+        } => (
+            "queued",
+            format!(
+                "the {limit_id} rate limit is hit: the turn waits in the queue (position {position}) and starts when it clears; codex_status shows it"
+            ),
+        ),
     };
     Ok(outputs::value(SayOutput {
         session_id: p.session_id,
         status: status_word(&snap).into(),
         mode: mode.into(),
         turn_id: outcome.turn_id().to_owned(),
-        note: note.into(),
+        note,
     }))
 }
 
@@ -333,8 +401,18 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
         .map_or(p.cursor.unwrap_or(snap.last_seq).min(snap.last_seq), |e| {
             e.seq
         });
+    let limits = relay.rate_limits();
+    let queued = relay
+        .queued_position(&p.session_id)
+        .map(|position| json!({"position": position, "hold": limits.hold}));
     Ok(outputs::value(StatusOutput {
-        status: status_word(&snap).into(),
+        status: if queued.is_some() {
+            "queued".into()
+        } else {
+            status_word(&snap).into()
+        },
+        queued,
+        rate_limits: limits.limits.iter().map(|l| json!(l)).collect(),
         error: if snap.status == SessionStatus::Error {
             snap.last_error.clone()
         } else {

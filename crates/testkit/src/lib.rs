@@ -36,6 +36,7 @@ pub mod oauth;
 pub mod ordinary;
 pub mod postgres;
 pub mod procs;
+pub mod rate_limits;
 pub mod skip;
 pub mod tcp_proxy;
 

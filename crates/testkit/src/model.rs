@@ -157,6 +157,20 @@ pub enum Reply {
     Status { code: u16, message: String },
     /// `response.created` and the items, then the connection is cut before `response.completed`.
     Drop { items: Vec<Item> },
+    /// A plain HTTP error with this exact JSON body (e.g. OpenAI's `usage_limit_reached`).
+    StatusBody { code: u16, body: Value },
+    /// Another reply, answered only once the test releases `gate` (the request stays open
+    /// until then, headers unsent): a step of the test that must happen before it.
+    Gated {
+        gate: Arc<tokio::sync::Semaphore>,
+        reply: Box<Reply>,
+    },
+    /// Another reply sent with these extra HTTP response headers (e.g. the `x-codex-*`
+    /// rate-limit headers Codex reads; see [`crate::rate_limits`]).
+    Headed {
+        headers: Vec<(String, String)>,
+        reply: Box<Reply>,
+    },
 }
 
 impl Reply {
@@ -195,10 +209,38 @@ impl Reply {
 
     /// Reports this usage (every field) in `response.completed`.
     pub fn with_full_usage(mut self, u: Usage) -> Self {
-        if let Reply::Items { usage, .. } = &mut self {
-            *usage = u;
+        match &mut self {
+            Reply::Items { usage, .. } => *usage = u,
+            Reply::Headed { reply, .. } => **reply = (**reply).clone().with_full_usage(u),
+            _ => {}
         }
         self
+    }
+
+    /// Answered only after `gate` gets a permit (`gate.add_permits(1)`); see [`Reply::Gated`].
+    pub fn after(self, gate: &Arc<tokio::sync::Semaphore>) -> Self {
+        Reply::Gated {
+            gate: gate.clone(),
+            reply: Box::new(self),
+        }
+    }
+
+    /// Sends these HTTP response headers with the reply (added to any it has).
+    pub fn with_headers<K: Into<String>, V: Into<String>>(
+        self,
+        extra: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let extra = extra.into_iter().map(|(k, v)| (k.into(), v.into()));
+        match self {
+            Reply::Headed { mut headers, reply } => {
+                headers.extend(extra);
+                Reply::Headed { headers, reply }
+            }
+            other => Reply::Headed {
+                headers: extra.collect(),
+                reply: Box::new(other),
+            },
+        }
     }
 }
 
@@ -521,17 +563,49 @@ async fn responses(
     };
     shared.changed.notify_waiters();
     let n = RESPONSE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let Some(reply) = reply else {
-        return (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({"error": {
-                "message": "the scripted model has no reply for this request",
-                "type": "invalid_request_error", "code": "unscripted"
-            }})),
-        )
-            .into_response();
+    let Some(mut reply) = reply else {
+        return unscripted();
     };
+    while let Reply::Gated { gate, reply: inner } = reply {
+        if let Ok(permit) = gate.acquire().await {
+            permit.forget();
+        }
+        reply = *inner;
+    }
+    let (headers, reply) = match reply {
+        Reply::Headed { headers, reply } => (headers, *reply),
+        other => (Vec::new(), other),
+    };
+    let mut response = reply_response(n, reply);
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            axum::http::HeaderName::from_bytes(name.as_bytes()),
+            axum::http::HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+fn unscripted() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({"error": {
+            "message": "the scripted model has no reply for this request",
+            "type": "invalid_request_error", "code": "unscripted"
+        }})),
+    )
+        .into_response()
+}
+
+fn reply_response(n: usize, reply: Reply) -> Response {
     match reply {
+        Reply::StatusBody { code, body } => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, axum::Json(body)).into_response()
+        }
+        Reply::Headed { reply, .. } | Reply::Gated { reply, .. } => reply_response(n, *reply),
         Reply::Status { code, message } => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (
@@ -568,7 +642,12 @@ fn sse_response(n: usize, reply: Reply) -> Response {
             } => (items, delay, Some(usage), None),
             Reply::Failed { message } => (vec![], Duration::ZERO, None, Some(Ok(message))),
             Reply::Drop { items } => (items, Duration::ZERO, None, Some(Err(()))),
-            Reply::Status { .. } => unreachable!("answered without a stream"),
+            Reply::Status { .. }
+            | Reply::StatusBody { .. }
+            | Reply::Headed { .. }
+            | Reply::Gated { .. } => {
+                unreachable!("answered without a stream, or unwrapped before")
+            }
         };
         tokio::time::sleep(delay).await;
         for (i, item) in items.iter().enumerate() {
@@ -616,51 +695,5 @@ fn sse_response(n: usize, reply: Reply) -> Response {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    /// POSTs `body` to `/v1/responses`; returns the status line.
-    async fn post(server: &ModelServer, body: &str) -> String {
-        let addr = server
-            .url()
-            .trim_start_matches("http://")
-            .trim_end_matches("/v1");
-        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let req = format!(
-            "POST /v1/responses HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        tcp.write_all(req.as_bytes()).await.unwrap();
-        let mut out = String::new();
-        tcp.read_to_string(&mut out).await.unwrap();
-        out.lines().next().unwrap_or_default().to_owned()
-    }
-
-    #[tokio::test]
-    async fn an_unscripted_request_is_refused_and_fails_the_test_on_drop() {
-        let server = ModelServer::start().await;
-        server.route("MARKED", [Reply::text("for the marked one")]);
-        let body =
-            r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"MARKED hi"}]}]}"#;
-        assert!(post(&server, body).await.contains("200"));
-        let stray =
-            r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"stray"}]}]}"#;
-        assert!(post(&server, stray).await.contains("400"));
-        assert_eq!(server.unscripted(), 1);
-        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(server)));
-        let message = *dropped
-            .expect_err("dropping fails the test")
-            .downcast::<String>()
-            .unwrap();
-        assert!(message.contains("\"stray\""), "{message}");
-    }
-
-    #[tokio::test]
-    async fn allow_unscripted_keeps_refusing_without_failing() {
-        let server = ModelServer::start().await;
-        server.allow_unscripted();
-        assert!(post(&server, r#"{"input":[]}"#).await.contains("400"));
-        drop(server);
-    }
-}
+#[path = "model_tests.rs"]
+mod tests;

@@ -233,7 +233,7 @@ fn drive(node: &Path, url: &str, variant: &str, log_in: LogIn) -> serde_json::Va
 }
 
 /// Runs `script` (in tests/browser) against `url`; returns its findings (one JSON line).
-fn drive_script(
+pub(crate) fn drive_script(
     node: &Path,
     script: &str,
     url: &str,

@@ -110,7 +110,8 @@ async fn scenario(version: &str, sdk: Sdk, transport: Transport) {
             "codex_say",
             "codex_start",
             "codex_status",
-            "codex_thread"
+            "codex_thread",
+            "codex_worktree"
         ]
     );
     match sdk {

@@ -12,6 +12,7 @@ mod fuzz_seeds_schema;
 mod model_failures;
 mod real_approvals;
 mod real_lifecycle;
+mod real_rate_limits;
 mod real_thread_ops;
 mod real_threads;
 mod real_turns;

@@ -38,6 +38,9 @@ pub struct StartRequest {
     pub labels: Vec<String>,
     /// Start it on the Codex daemon the relay is attached to ([`CreateOptions::on_daemon`]).
     pub on_daemon: bool,
+    /// A git worktree for the session (`repo` defaults to `cwd`; relative to the relay's
+    /// directory otherwise); its directory becomes the session's.
+    pub worktree: Option<crate::config::WorktreeSpec>,
 }
 
 /// Why a start request (or a message's images) cannot be taken. The text names fields as the
@@ -101,7 +104,7 @@ impl StartRequest {
         Ok(CreateOptions {
             prompt: self.prompt,
             images,
-            cwd: cwd.map(|c| c.display().to_string()),
+            cwd: cwd.as_ref().map(|c| c.display().to_string()),
             model: self.model,
             effort: self.effort,
             approval_policy,
@@ -114,6 +117,18 @@ impl StartRequest {
             plan_mode: self.plan_mode,
             labels: self.labels,
             on_daemon: self.on_daemon,
+            worktree: self.worktree.map(|mut w| {
+                w.repo = match (w.repo.trim(), &cwd) {
+                    ("", Some(dir)) => dir.display().to_string(),
+                    ("", None) => absolute(".", None).display().to_string(),
+                    (repo, _) => absolute(repo, None).display().to_string(),
+                };
+                // Filled in by the relay when it makes the worktree, never by a caller.
+                w.repo_root = None;
+                w.path = None;
+                w.base_commit = None;
+                w
+            }),
             ..Default::default()
         })
     }

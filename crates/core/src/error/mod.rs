@@ -98,6 +98,14 @@ pub enum RelayError {
         session: String,
         reason: crate::limits::StopReason,
     },
+    /// A session's git worktree could not be made, read, exported or merged (the text says
+    /// why: an invalid branch name, not a repository, a merge conflict, ...).
+    #[error("worktree: {0}")]
+    Worktree(String),
+    /// A rate limit is hit and the turn could not wait for it: the queue is full, the limit
+    /// resets later than a turn may wait, or the turn waited that long.
+    #[error("session {session} starts no new turn now: {why}")]
+    RateLimited { session: String, why: String },
     /// An error the owning instance returned, of a kind that has no fields worth keeping here
     /// (its [`RelayError::code`] and text are kept).
     #[error("{message}")]
@@ -161,6 +169,8 @@ impl RelayError {
             RelayError::ActiveWriter { .. } => "active_writer",
             RelayError::Remote { code, .. } => code,
             RelayError::BudgetReached { .. } => "budget_reached",
+            RelayError::RateLimited { .. } => "rate_limited",
+            RelayError::Worktree(_) => "worktree_failed",
             RelayError::Rule(r) => match r {
                 RuleError::Invalid { .. } => "invalid_rule",
                 RuleError::Unknown(_) => "unknown_rule",
@@ -209,11 +219,16 @@ impl RelayError {
             RelayError::InvalidOption(m)
             | RelayError::Forbidden(m)
             | RelayError::Busy(m)
-            | RelayError::Unsupported(m) => w.message = m.clone(),
+            | RelayError::Unsupported(m)
+            | RelayError::Worktree(m) => w.message = m.clone(),
             RelayError::TooManySessions { max } => w.max = Some(*max),
             RelayError::BudgetReached { session, reason } => {
                 w.session = Some(session.clone());
                 w.budget = Some(reason.clone());
+            }
+            RelayError::RateLimited { session, why } => {
+                w.session = Some(session.clone());
+                w.message = why.clone();
             }
             _ => {}
         }
@@ -252,6 +267,11 @@ impl RelayError {
                 reason: w
                     .budget
                     .unwrap_or(crate::limits::StopReason::Idle { idle_ms: 0 }),
+            },
+            "worktree_failed" => RelayError::Worktree(w.message),
+            "rate_limited" => RelayError::RateLimited {
+                session: text(w.session),
+                why: w.message,
             },
             _ => RelayError::Remote {
                 code: w.code,
@@ -349,6 +369,10 @@ mod tests {
             RelayError::InvalidOption("bad".into()),
             RelayError::Forbidden("outside roots".into()),
             RelayError::TooManySessions { max: 3 },
+            RelayError::RateLimited {
+                session: "s".into(),
+                why: "64 turns already wait".into(),
+            },
             RelayError::BudgetReached {
                 session: "s".into(),
                 reason: crate::limits::StopReason::Budget {

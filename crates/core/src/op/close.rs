@@ -86,6 +86,13 @@ impl Relay {
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
         closed?;
+        // Its worktree goes with it (its uncommitted work committed to its branch first).
+        if !handle.remote
+            && let Some(w) = handle.snapshot().worktree
+            && let Err(e) = crate::worktree::close(&w).await
+        {
+            tracing::warn!(session = id, "removing the session's worktree failed: {e}");
+        }
         if !handle.remote {
             self.confirm_stored(epoch).await?;
         }

@@ -8,7 +8,7 @@ use super::Operation;
 use crate::error::RelayError;
 use crate::relay::Relay;
 use crate::session::SessionStatus;
-use crate::session::{Actor, ActorOp, Flow, Replier, SayInput, SayOutcome};
+use crate::session::{Actor, ActorOp, Flow, Replier, SayInput, SayOutcome, SessionHandle};
 
 /// Starts a turn, or steers the running one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,7 +42,18 @@ impl ActorOp for Say {
 
 impl Relay {
     /// Idle: starts a turn. Running: steers it. Unknown ids that Codex knows are resumed.
+    /// While a rate limit is hit, a message that would start a turn waits in the queue
+    /// ([`SayOutcome::Queued`]; see turn_queue.rs).
     pub async fn say(&self, id: &str, input: SayInput) -> Result<SayOutcome, RelayError> {
+        self.say_gated(id, input, None).await
+    }
+
+    pub(crate) async fn say_gated(
+        &self,
+        id: &str,
+        input: SayInput,
+        started: Option<crate::turn_queue::Started>,
+    ) -> Result<SayOutcome, RelayError> {
         // A place that cannot store its work takes none, for any session.
         self.check_writable()?;
         let handle = self.session(id).await?;
@@ -66,8 +77,20 @@ impl Relay {
             // Closed is final here; the thread itself can still be continued by other clients.
             return Err(RelayError::Closed(id.to_owned()));
         }
+        let input = match self.gate_turn(&handle, input, started)? {
+            crate::turn_queue::Gate::Go(input) => input,
+            crate::turn_queue::Gate::Queued(queued) => return Ok(queued),
+        };
+        self.say_now_on(&handle, input).await
+    }
+
+    pub(crate) async fn say_now_on(
+        &self,
+        handle: &SessionHandle,
+        input: SayInput,
+    ) -> Result<SayOutcome, RelayError> {
         // An isolated session whose copy is gone (its run ended) gets a fresh one.
-        self.renew_isolated_copy(&handle)?;
+        self.renew_isolated_copy(handle)?;
         // A restored (dormant) session's actor claims its slot when it is used again.
         let before = handle.shared.last_seq();
         let epoch = self.placement_epoch();

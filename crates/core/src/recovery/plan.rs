@@ -124,6 +124,7 @@ pub(crate) fn close_cut_turns(log: &[Envelope], codex_turns: &[Turn], why: &str)
                 error: Some(why.into()),
                 stopped: None,
                 usage: None,
+                error_kind: None,
             }
         });
         out.push(logged(Role::System, turn, end));

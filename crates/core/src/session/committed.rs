@@ -67,6 +67,7 @@ impl SessionShared {
             updated_at: s.updated_at,
             store_fault: self.store.fault(),
             attached: s.meta.attached.clone(),
+            worktree: s.meta.options.worktree.clone(),
         }
     }
 

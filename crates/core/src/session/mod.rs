@@ -38,12 +38,24 @@ pub enum SayOutcome {
     /// A turn was running: the message was added to it (`turn/steer`).
     #[serde(rename_all = "camelCase")]
     Steered { turn_id: String },
+    /// A rate limit is hit: the turn waits in the relay's queue (1 is next) and starts when
+    /// the limit clears (`crate::rate_limits`). It has no id yet.
+    #[serde(rename_all = "camelCase")]
+    Queued {
+        position: usize,
+        limit_id: String,
+        /// When the limit resets (Unix seconds), when Codex said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resets_at: Option<i64>,
+    },
 }
 
 impl SayOutcome {
+    /// The turn's id; empty for a queued turn (it has none yet).
     pub fn turn_id(&self) -> &str {
         match self {
             SayOutcome::Started { turn_id } | SayOutcome::Steered { turn_id } => turn_id,
+            SayOutcome::Queued { .. } => "",
         }
     }
 }

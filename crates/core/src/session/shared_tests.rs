@@ -60,6 +60,7 @@ fn end(s: &SessionShared, status: TurnEndStatus) {
             error: None,
             stopped: None,
             usage: None,
+            error_kind: None,
         },
     );
 }
@@ -91,6 +92,7 @@ async fn a_turn_with_an_approval_and_a_question_walks_the_statuses_in_order() {
             error: None,
             stopped: None,
             usage: None,
+            error_kind: None,
         },
     );
     assert_eq!(s.status(), SessionStatus::Interrupted);
@@ -103,6 +105,7 @@ async fn a_turn_with_an_approval_and_a_question_walks_the_statuses_in_order() {
             error: Some("boom".into()),
             stopped: None,
             usage: None,
+            error_kind: None,
         },
     );
     assert_eq!(s.status(), SessionStatus::Error);

@@ -106,6 +106,7 @@ impl Spend {
             error,
             stopped,
             usage,
+            ..
         } = ev
         else {
             return;

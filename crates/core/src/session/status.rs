@@ -101,4 +101,7 @@ pub struct SessionSnapshot {
     /// whether the relay follows it now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attached: Option<crate::attach::Attached>,
+    /// The git worktree the relay made for the session (its working directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::config::WorktreeSpec>,
 }

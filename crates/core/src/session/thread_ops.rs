@@ -274,6 +274,7 @@ impl Actor {
             ev: Ev::TurnEnd {
                 status: crate::event::TurnEndStatus::Failed,
                 error: Some(format!("the review could not run: {message}")),
+                error_kind: None,
                 stopped: None,
                 usage: None,
             },

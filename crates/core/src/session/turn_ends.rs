@@ -41,6 +41,7 @@ impl SessionShared {
             error: Some(why.into()),
             stopped: None,
             usage: None,
+            error_kind: None,
         };
         let mut events = calls;
         events.extend(agents.into_iter().map(|(agent, turn)| Logged {

@@ -200,6 +200,7 @@ const GROUND: &[&str] = &[
     "crash_loop",
     "tool",
     "limits",
+    "rate_limits",
 ];
 
 /// What module `name` imports from above `floor` (any module of core not on it).
