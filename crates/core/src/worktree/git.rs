@@ -90,6 +90,20 @@ pub(crate) async fn git_ok(dir: &Path, args: &[&str]) -> bool {
     git(dir, args).await.is_ok()
 }
 
+/// The arguments a commit or merge in `dir` starts with: an author for the relay when the
+/// repository's config names none (git refuses to commit without one).
+pub(crate) async fn identity(dir: &Path) -> Vec<&'static str> {
+    if git_ok(dir, &["config", "user.email"]).await {
+        return Vec::new();
+    }
+    vec![
+        "-c",
+        "user.name=codex-relay",
+        "-c",
+        "user.email=codex-relay@localhost",
+    ]
+}
+
 /// A branch or ref name the relay passes to git: ASCII letters, digits and `._/-`, not
 /// starting with `-`, `.` or `/`, with none of git's forbidden sequences. (Git's own
 /// `check-ref-format` is asked too.)

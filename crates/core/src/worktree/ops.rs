@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::git::{git, git_ok};
+use super::git::{git, git_ok, identity};
 use super::{
     ChangedFile, ExportAs, Exported, MAX_PATCH, Merged, WorktreeDiff, WorktreeSpec,
     check_destination, check_name, made,
@@ -24,16 +24,7 @@ pub(crate) async fn commit_all(path: &Path, message: &str) -> Result<Option<Stri
     {
         return Ok(None);
     }
-    let named = git_ok(path, &["config", "user.email"]).await;
-    let mut args: Vec<&str> = Vec::new();
-    if !named {
-        args.extend([
-            "-c",
-            "user.name=codex-relay",
-            "-c",
-            "user.email=codex-relay@localhost",
-        ]);
-    }
+    let mut args: Vec<&str> = identity(path).await;
     args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
     if let Err(e) = git(path, &args).await {
         // Another git in the worktree (Codex's own) may have committed or reset meanwhile:
@@ -194,16 +185,7 @@ impl Relay {
                     )));
                 }
                 let ff = git_ok(at, &["merge-base", "--is-ancestor", &target, &head]).await;
-                let named = git_ok(at, &["config", "user.email"]).await;
-                let mut args: Vec<&str> = Vec::new();
-                if !named {
-                    args.extend([
-                        "-c",
-                        "user.name=codex-relay",
-                        "-c",
-                        "user.email=codex-relay@localhost",
-                    ]);
-                }
+                let mut args: Vec<&str> = identity(at).await;
                 args.extend(["merge", "--quiet", "--no-edit", "--no-verify", &head]);
                 if let Err(e) = git(at, &args).await {
                     let _ = git(at, &["merge", "--abort"]).await;
