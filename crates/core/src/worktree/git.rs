@@ -2,7 +2,7 @@
 //! the `ext`/`fd` transports and terminal prompts off (diffs add `--no-ext-diff
 //! --no-textconv`), and names checked before they reach it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::RelayError;
 
@@ -23,9 +23,15 @@ const SAFE: &[&str] = &[
 /// holds (Codex runs git in its working directory too) is waited for, with backoff, a few
 /// times.
 pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, RelayError> {
+    git_in(dir, None, args).await
+}
+
+/// [`git`] with the repository's git directory given (`GIT_DIR`, with `dir` the work tree)
+/// rather than found from `dir`.
+async fn git_in(dir: &Path, git_dir: Option<&Path>, args: &[&str]) -> Result<String, RelayError> {
     let mut pause = std::time::Duration::from_millis(50);
     for _ in 0..6 {
-        match git_once(dir, args).await {
+        match git_once(dir, git_dir, args).await {
             Err(Locked) => {
                 tokio::time::sleep(pause).await;
                 pause *= 2;
@@ -33,7 +39,7 @@ pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, RelayError>
             Ok(done) => return done,
         }
     }
-    match git_once(dir, args).await {
+    match git_once(dir, git_dir, args).await {
         Ok(done) => done,
         Err(Locked) => Err(RelayError::Worktree(format!(
             "git {} in {}: another git holds its lock",
@@ -46,7 +52,11 @@ pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, RelayError>
 /// Another git process holds a lock file the call needs.
 struct Locked;
 
-async fn git_once(dir: &Path, args: &[&str]) -> Result<Result<String, RelayError>, Locked> {
+async fn git_once(
+    dir: &Path,
+    git_dir: Option<&Path>,
+    args: &[&str],
+) -> Result<Result<String, RelayError>, Locked> {
     let mut cmd = tokio::process::Command::new("git");
     cmd.args(SAFE)
         .arg("-C")
@@ -55,8 +65,12 @@ async fn git_once(dir: &Path, args: &[&str]) -> Result<Result<String, RelayError
         .env("GIT_TERMINAL_PROMPT", "0")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .stdin(std::process::Stdio::null())
+        .env_remove("GIT_COMMON_DIR")
+        .env_remove("GIT_INDEX_FILE");
+    if let Some(git_dir) = git_dir {
+        cmd.env("GIT_DIR", git_dir).env("GIT_WORK_TREE", dir);
+    }
+    cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
@@ -90,18 +104,75 @@ pub(crate) async fn git_ok(dir: &Path, args: &[&str]) -> bool {
     git(dir, args).await.is_ok()
 }
 
-/// The arguments a commit or merge in `dir` starts with: an author for the relay when the
-/// repository's config names none (git refuses to commit without one).
-pub(crate) async fn identity(dir: &Path) -> Vec<&'static str> {
-    if git_ok(dir, &["config", "user.email"]).await {
-        return Vec::new();
+/// A checkout git runs in. A worktree the relay made is run with its git directory as the
+/// repository lists it, never as the worktree's own `.git` file says: Codex writes in the
+/// worktree, and a `.git` file pointing at a directory it made would hand git a config of its
+/// choosing (a filter or hook program run outside Codex's sandbox, as the relay's user).
+pub(crate) struct Tree {
+    pub path: PathBuf,
+    git_dir: Option<PathBuf>,
+}
+
+impl Tree {
+    /// A checkout whose `.git` the relay trusts (the user's own repository).
+    pub(crate) fn plain(path: &Path) -> Tree {
+        Tree {
+            path: path.to_owned(),
+            git_dir: None,
+        }
     }
-    vec![
-        "-c",
-        "user.name=codex-relay",
-        "-c",
-        "user.email=codex-relay@localhost",
-    ]
+
+    /// `path` as a worktree of the repository at `top`, or `top` itself: its git directory is
+    /// the one of `top`'s worktrees whose `gitdir` names `path` (the repository's record, which
+    /// Codex cannot write), never what `path/.git` says.
+    pub(crate) async fn of(top: &Path, path: &Path) -> Result<Tree, RelayError> {
+        if path == top {
+            return Ok(Tree::plain(top));
+        }
+        let common = git(top, &["rev-parse", "--git-common-dir"]).await?;
+        let common = top.join(common.trim());
+        // Compared as directories, links resolved: git records the worktree's real path. (Its
+        // `.git` is not resolved: that is what Codex could have replaced.)
+        let want = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let entries = std::fs::read_dir(common.join("worktrees")).ok();
+        for entry in entries.into_iter().flatten().flatten() {
+            let named = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+            let dir = Path::new(named.trim()).parent().map(std::fs::canonicalize);
+            if matches!(dir, Some(Ok(dir)) if dir == want) {
+                return Ok(Tree {
+                    path: path.to_owned(),
+                    git_dir: Some(entry.path()),
+                });
+            }
+        }
+        Err(RelayError::Worktree(format!(
+            "{} is not a worktree of {}",
+            path.display(),
+            top.display()
+        )))
+    }
+
+    pub(crate) async fn git(&self, args: &[&str]) -> Result<String, RelayError> {
+        git_in(&self.path, self.git_dir.as_deref(), args).await
+    }
+
+    pub(crate) async fn git_ok(&self, args: &[&str]) -> bool {
+        self.git(args).await.is_ok()
+    }
+
+    /// The arguments a commit or merge here starts with: an author for the relay when the
+    /// repository's config names none (git refuses to commit without one).
+    pub(crate) async fn identity(&self) -> Vec<&'static str> {
+        if self.git_ok(&["config", "user.email"]).await {
+            return Vec::new();
+        }
+        vec![
+            "-c",
+            "user.name=codex-relay",
+            "-c",
+            "user.email=codex-relay@localhost",
+        ]
+    }
 }
 
 /// A branch or ref name the relay passes to git: ASCII letters, digits and `._/-`, not
@@ -165,6 +236,84 @@ pub fn check_destination(to: &str) -> Result<(), RelayError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env_remove("GIT_DIR")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    /// Codex writes in its worktree, so it can replace the worktree's `.git` file with one
+    /// pointing at a git directory of its own, whose config names a clean filter that a
+    /// `.gitattributes` applies to every file. Git run the plain way in the worktree (as the
+    /// relay does to diff, export and close it) would run that program as the relay's user,
+    /// outside Codex's sandbox; run with the repository's own record it does not.
+    #[tokio::test]
+    async fn a_worktree_whose_git_file_was_rewritten_runs_with_the_repositorys_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (top, wt, own) = (
+            tmp.path().join("repo"),
+            tmp.path().join("wt"),
+            tmp.path().join("own"),
+        );
+        let marker = tmp.path().join("filter-ran");
+        std::fs::create_dir(&top).unwrap();
+        run(&top, &["init", "-q", "-b", "main"]);
+        std::fs::write(top.join("a.txt"), "a\n").unwrap();
+        run(&top, &["add", "a.txt"]);
+        run(
+            &top,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "a",
+            ],
+        );
+        run(
+            &top,
+            &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()],
+        );
+        // What Codex could write in the worktree.
+        std::fs::create_dir(&own).unwrap();
+        run(&own, &["init", "-q"]);
+        let program = format!("sh -c 'touch {}; cat'", marker.display());
+        run(&own, &["config", "filter.x.clean", &program]);
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", own.join(".git").display()),
+        )
+        .unwrap();
+        std::fs::write(wt.join(".gitattributes"), "* filter=x\n").unwrap();
+        std::fs::write(wt.join("b.txt"), "b\n").unwrap();
+
+        // The attack is real: git that trusts the worktree's `.git` runs the program.
+        let _ = Tree::plain(&wt).git(&["add", "--all"]).await;
+        assert!(marker.exists(), "the plain way should have run the filter");
+        std::fs::remove_file(&marker).unwrap();
+
+        // The relay's way: the worktree's git directory as the repository records it.
+        let tree = Tree::of(&top, &wt)
+            .await
+            .expect("a worktree of the repository");
+        tree.git(&["add", "--all"]).await.expect("git add");
+        let status = tree.git(&["status", "--porcelain"]).await.unwrap();
+        assert!(
+            !marker.exists(),
+            "the worktree's own .git file was followed"
+        );
+        assert!(status.contains("b.txt"), "{status}");
+        // A directory that is no worktree of the repository is refused.
+        assert!(Tree::of(&top, &own).await.is_err());
+    }
 
     #[test]
     fn names_that_could_be_options_or_escape_are_refused() {

@@ -208,7 +208,7 @@ pub(crate) async fn close(spec: &WorktreeSpec) -> Result<(), RelayError> {
     let (path, top) = (Path::new(path), Path::new(top));
     if path.is_dir() {
         ops::commit_all(
-            path,
+            &git::Tree::of(top, path).await?,
             "codex-relay: the session's uncommitted work, at close",
         )
         .await?;

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::git::{git, git_ok, identity};
+use super::git::{Tree, git, git_ok};
 use super::{
     ChangedFile, ExportAs, Exported, MAX_PATCH, Merged, WorktreeDiff, WorktreeSpec,
     check_destination, check_name, made,
@@ -15,21 +15,23 @@ const DIFF: &[&str] = &["diff", "--no-ext-diff", "--no-textconv", "--no-color"];
 
 /// Commits everything in the worktree (new files too) to its branch; `None` when there was
 /// nothing to commit. The identity is the user's git identity, else `codex-relay`.
-pub(crate) async fn commit_all(path: &Path, message: &str) -> Result<Option<String>, RelayError> {
-    git(path, &["add", "--all"]).await?;
-    if git(path, &["status", "--porcelain"])
+pub(crate) async fn commit_all(tree: &Tree, message: &str) -> Result<Option<String>, RelayError> {
+    tree.git(&["add", "--all"]).await?;
+    if tree
+        .git(&["status", "--porcelain"])
         .await?
         .trim()
         .is_empty()
     {
         return Ok(None);
     }
-    let mut args: Vec<&str> = identity(path).await;
+    let mut args: Vec<&str> = tree.identity().await;
     args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
-    if let Err(e) = git(path, &args).await {
+    if let Err(e) = tree.git(&args).await {
         // Another git in the worktree (Codex's own) may have committed or reset meanwhile:
         // nothing left to commit is no failure.
-        if !git(path, &["status", "--porcelain"])
+        if !tree
+            .git(&["status", "--porcelain"])
             .await?
             .trim()
             .is_empty()
@@ -39,14 +41,14 @@ pub(crate) async fn commit_all(path: &Path, message: &str) -> Result<Option<Stri
         return Ok(None);
     }
     Ok(Some(
-        git(path, &["rev-parse", "HEAD"]).await?.trim().to_owned(),
+        tree.git(&["rev-parse", "HEAD"]).await?.trim().to_owned(),
     ))
 }
 
 /// Marks new files as intended, so a diff against the base shows them (the index is the
 /// worktree's own).
-async fn intend_new(path: &Path) -> Result<(), RelayError> {
-    git(path, &["add", "--intent-to-add", "--all"])
+async fn intend_new(tree: &Tree) -> Result<(), RelayError> {
+    tree.git(&["add", "--intent-to-add", "--all"])
         .await
         .map(drop)
 }
@@ -66,11 +68,12 @@ impl Relay {
     pub async fn worktree_diff(&self, id: &str) -> Result<WorktreeDiff, RelayError> {
         let spec = self.worktree(id)?;
         let path = Path::new(made(&spec, "path")?);
+        let tree = Tree::of(Path::new(made(&spec, "repoRoot")?), path).await?;
         let base = made(&spec, "baseCommit")?;
-        intend_new(path).await?;
+        intend_new(&tree).await?;
         let mut names: Vec<&str> = DIFF.to_vec();
         names.extend(["--name-status", "-z", base, "--"]);
-        let listed = git(path, &names).await?;
+        let listed = tree.git(&names).await?;
         let mut files = Vec::new();
         let mut parts = listed.split('\0').filter(|p| !p.is_empty());
         while let Some(status) = parts.next() {
@@ -90,7 +93,7 @@ impl Relay {
         }
         let mut args: Vec<&str> = DIFF.to_vec();
         args.extend([base, "--"]);
-        let mut patch = git(path, &args).await?;
+        let mut patch = tree.git(&args).await?;
         let truncated = patch.len() > MAX_PATCH;
         if truncated {
             let mut cut = MAX_PATCH;
@@ -114,13 +117,14 @@ impl Relay {
     pub async fn export_worktree(&self, id: &str, how: ExportAs) -> Result<Exported, RelayError> {
         let spec = self.worktree(id)?;
         let path = Path::new(made(&spec, "path")?);
+        let tree = Tree::of(Path::new(made(&spec, "repoRoot")?), path).await?;
         let branch = spec.branch.clone().unwrap_or_default();
         match how {
             ExportAs::Patch => {
-                intend_new(path).await?;
+                intend_new(&tree).await?;
                 let mut args: Vec<&str> = DIFF.to_vec();
                 args.extend(["--binary", made(&spec, "baseCommit")?, "--"]);
-                let patch = git(path, &args).await?;
+                let patch = tree.git(&args).await?;
                 Ok(Exported {
                     branch,
                     commit: None,
@@ -129,18 +133,15 @@ impl Relay {
                 })
             }
             ExportAs::Branch { to, name } => {
-                commit_all(path, &format!("codex-relay: session {id}")).await?;
-                let commit = git(path, &["rev-parse", "HEAD"]).await?.trim().to_owned();
+                commit_all(&tree, &format!("codex-relay: session {id}")).await?;
+                let commit = tree.git(&["rev-parse", "HEAD"]).await?.trim().to_owned();
                 if let Some(to) = &to {
                     check_destination(to)?;
                     let name = name.clone().unwrap_or_else(|| branch.clone());
                     check_name("name", &name)?;
                     let refspec = format!("refs/heads/{branch}:refs/heads/{name}");
-                    git(
-                        path,
-                        &["push", "--quiet", "--no-verify", "--", to, &refspec],
-                    )
-                    .await?;
+                    tree.git(&["push", "--quiet", "--no-verify", "--", to, &refspec])
+                        .await?;
                 }
                 Ok(Exported {
                     branch,
@@ -163,6 +164,7 @@ impl Relay {
         let spec = self.worktree(id)?;
         let path = Path::new(made(&spec, "path")?);
         let top = Path::new(made(&spec, "repoRoot")?);
+        let tree = Tree::of(top, path).await?;
         let branch = spec.branch.clone().unwrap_or_default();
         let into = into.or(spec.base.clone()).unwrap_or_default();
         check_name("into", &into)?;
@@ -173,27 +175,29 @@ impl Relay {
                 top.display()
             )));
         }
-        commit_all(path, &format!("codex-relay: session {id}")).await?;
-        let head = git(path, &["rev-parse", "HEAD"]).await?.trim().to_owned();
+        commit_all(&tree, &format!("codex-relay: session {id}")).await?;
+        let head = tree.git(&["rev-parse", "HEAD"]).await?.trim().to_owned();
         match checked_out_at(top, &target).await? {
             Some(at) => {
-                let at = Path::new(&at);
-                if !git(at, &["status", "--porcelain"]).await?.trim().is_empty() {
+                let at = Tree::of(top, Path::new(&at)).await?;
+                if !at.git(&["status", "--porcelain"]).await?.trim().is_empty() {
                     return Err(RelayError::Worktree(format!(
                         "{into} is checked out at {} with uncommitted changes; commit or stash them first",
-                        at.display()
+                        at.path.display()
                     )));
                 }
-                let ff = git_ok(at, &["merge-base", "--is-ancestor", &target, &head]).await;
-                let mut args: Vec<&str> = identity(at).await;
+                let ff = at
+                    .git_ok(&["merge-base", "--is-ancestor", &target, &head])
+                    .await;
+                let mut args: Vec<&str> = at.identity().await;
                 args.extend(["merge", "--quiet", "--no-edit", "--no-verify", &head]);
-                if let Err(e) = git(at, &args).await {
-                    let _ = git(at, &["merge", "--abort"]).await;
+                if let Err(e) = at.git(&args).await {
+                    let _ = at.git(&["merge", "--abort"]).await;
                     return Err(RelayError::Worktree(format!(
                         "merging {branch} into {into} failed and was undone: {e}"
                     )));
                 }
-                let commit = git(at, &["rev-parse", "HEAD"]).await?.trim().to_owned();
+                let commit = at.git(&["rev-parse", "HEAD"]).await?.trim().to_owned();
                 Ok(Merged {
                     branch,
                     into,
