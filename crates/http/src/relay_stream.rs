@@ -19,10 +19,20 @@ use crate::sse::KEEP_ALIVE;
 fn events_for(relay: &codex_relay_core::Relay, ev: &RelayEvent) -> Vec<Event> {
     let event = |kind: &str, data: Value| Event::default().event(kind).data(data.to_string());
     match ev {
-        RelayEvent::SessionCreated(s) => vec![event(
-            "session_created",
-            json!({"sessionId": s.session_id, "status": s.status, "cwd": s.cwd, "model": s.model}),
-        )],
+        RelayEvent::SessionCreated(s) => {
+            let mut out = vec![event(
+                "session_created",
+                json!({"sessionId": s.session_id, "status": s.status, "cwd": s.cwd, "model": s.model}),
+            )];
+            // A session that joins with requests already open (one another instance runs,
+            // first mirrored here after its request opened; one restored) announces them too,
+            // or this stream would show them only resolved. The snapshot is the session's as it
+            // joined: a request opened later comes as its own event, so none comes twice.
+            for request in &s.pending {
+                out.extend(opened(request));
+            }
+            out
+        }
         RelayEvent::Logged {
             session_id,
             envelope,
@@ -41,13 +51,7 @@ fn events_for(relay: &codex_relay_core::Relay, ev: &RelayEvent) -> Vec<Event> {
                 };
                 vec![event(kind, data)]
             }
-            Ev::RequestOpened { request } => {
-                let mut out = vec![event("request_opened", json!(request))];
-                if let Some((kind, data)) = crate::permission::compat_event(request) {
-                    out.push(event(kind, data));
-                }
-                out
-            }
+            Ev::RequestOpened { request } => opened(request),
             Ev::RequestResolved {
                 id,
                 decision,
@@ -70,6 +74,19 @@ fn events_for(relay: &codex_relay_core::Relay, ev: &RelayEvent) -> Vec<Event> {
             _ => Vec::new(),
         },
     }
+}
+
+/// `request_opened` for `request`, then its reference-001 event if it has one.
+fn opened(request: &codex_relay_core::PendingView) -> Vec<Event> {
+    let mut out = vec![
+        Event::default()
+            .event("request_opened")
+            .data(json!(request).to_string()),
+    ];
+    if let Some((kind, data)) = crate::permission::compat_event(request) {
+        out.push(Event::default().event(kind).data(data.to_string()));
+    }
+    out
 }
 
 #[utoipa::path(get, path = "/api/stream", tag = "streams",
