@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use codex_relay_codex::daemon::{AttachError, Daemon};
-use codex_relay_codex::{AppServerConfig, Peer, PeerEvent};
+use codex_relay_codex::{AppServerConfig, Peer, PeerError, PeerEvent};
 use codex_relay_protocol::v2::{
     ServerNotification, Thread, ThreadList, ThreadListParams, ThreadRead, ThreadReadParams,
     ThreadResume, ThreadResumeParams,
@@ -22,7 +22,7 @@ use codex_relay_protocol::v2::{
 use futures::future::BoxFuture;
 
 use crate::relay::Relay;
-use crate::session::{Actor, Door, Flow, Job, SessionHandle, SessionShared};
+use crate::session::{Actor, CaughtUp, Door, Flow, Job, SessionHandle, SessionShared};
 pub use crate::views::{AttachState, Attached};
 
 /// The backoff between attempts to reach the daemon.
@@ -252,6 +252,10 @@ async fn keep_attached(relay: Relay, socket: PathBuf, stop: CancellationToken) {
                 }));
                 follow_daemon(&relay, &daemon, &shown, &stop).await;
                 relay.inner.daemon.set(None);
+                // The sessions' actors hold the connection too: closed here, so a stopped
+                // attachment follows nothing (a relay opened after it on the same store
+                // would otherwise log the same threads twice).
+                daemon.peer().close(PeerError::Shutdown);
                 for h in relay.attached_sessions(&shown) {
                     mark(&h.shared, detached(&shown));
                 }
@@ -411,38 +415,47 @@ async fn read_thread(peer: &Peer, id: &str) -> Option<Thread> {
 
 /// Has the session's actor take the thread's events and requests from the daemon, then
 /// subscribes (`thread/resume` with nothing but the thread's id: never an override), off the
-/// caller's task. A pending request is replayed to the relay by the resume. A thread that has
-/// just started its first turn may have no rollout yet (`no rollout found`): tried again, with
-/// backoff, a few times.
+/// caller's task. The relay was not subscribed, so what the thread did meanwhile (the turn the
+/// terminal started, say) comes only in the answer: the actor logs what it lacks of it before
+/// the live events that follow (catch_up.rs). A pending request is replayed to the relay by
+/// the resume. A thread that has just started its first turn may have no rollout yet (`no
+/// rollout found`): tried again, with backoff, a few times.
 async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
     let Door::Actor(jobs) = &h.door else {
         return;
     };
-    if jobs
-        .send(Box::new(Follow { peer: peer.clone() }))
-        .await
-        .is_err()
-    {
+    // The daemon's list and its status notices can both ask for one thread at once: one
+    // subscription is enough, and a second answer would overlap what the first let through.
+    let Some(joining) = Joining::begin(&h.shared) else {
+        return;
+    };
+    let follow = Follow {
+        peer: peer.clone(),
+        catch_up: true,
+    };
+    if jobs.send(Box::new(follow)).await.is_err() {
         return;
     }
-    let (h, peer, attached) = (h.clone(), peer.clone(), attached.clone());
+    let (h, jobs, peer, attached) = (h.clone(), jobs.clone(), peer.clone(), attached.clone());
     tokio::spawn(async move {
         let params = ThreadResumeParams {
             thread_id: h.id().to_owned(),
             ..Default::default()
         };
         let mut wait = Duration::from_millis(100);
+        let mut thread = None;
         for attempt in 1..=RESUME_ATTEMPTS {
             match peer.call::<ThreadResume>(&params).await {
                 Ok(resumed) => {
                     let mut attached = attached;
                     attached.approval_policy = resumed.approval_policy.as_ref().map(policy_word);
                     mark(&h.shared, attached);
-                    return;
+                    thread = Some(resumed.thread);
+                    break;
                 }
                 Err(e) if e.is_closed() || attempt == RESUME_ATTEMPTS => {
                     tracing::info!(session = %h.id(), "following the daemon's thread failed: {e}");
-                    return;
+                    break;
                 }
                 Err(_) => {
                     tokio::time::sleep(wait).await;
@@ -450,7 +463,38 @@ async fn follow(h: &SessionHandle, peer: &Peer, attached: &Attached) {
                 }
             }
         }
+        // Live events wait until this is in (or the resume failed).
+        let _ = jobs.send(Box::new(CaughtUp(thread))).await;
+        drop(joining);
     });
+}
+
+/// The sessions a `thread/resume` is on its way for (by their shared state's address).
+static JOINING: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// One session's place in [`JOINING`], given back when dropped.
+struct Joining(usize);
+
+impl Joining {
+    /// `None` when a resume is already on its way for this session.
+    fn begin(shared: &Arc<SessionShared>) -> Option<Joining> {
+        let key = Arc::as_ptr(shared) as usize;
+        let mut joining = JOINING.lock().unwrap_or_else(|e| e.into_inner());
+        if joining.contains(&key) {
+            return None;
+        }
+        joining.push(key);
+        Some(Joining(key))
+    }
+}
+
+impl Drop for Joining {
+    fn drop(&mut self) {
+        JOINING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k| *k != self.0);
+    }
 }
 
 /// How many times `thread/resume` is tried for one thread.
@@ -459,6 +503,8 @@ const RESUME_ATTEMPTS: u32 = 8;
 /// Points a session's actor at the daemon's connection.
 pub(crate) struct Follow {
     pub peer: Peer,
+    /// A `thread/resume` answer follows (a [`CaughtUp`]): live events wait for it.
+    pub catch_up: bool,
 }
 
 impl Job for Follow {
@@ -468,6 +514,7 @@ impl Job for Follow {
             actor.sub = Some(self.peer.subscribe_thread(&actor.shared.id));
             actor.attached = Some(self.peer);
         }
+        actor.catching_up |= self.catch_up;
         Box::pin(std::future::ready(Flow::Continue))
     }
 }

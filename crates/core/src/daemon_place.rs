@@ -98,6 +98,7 @@ impl Relay {
             let _ = jobs
                 .send(Box::new(Follow {
                     peer: link.peer.clone(),
+                    catch_up: false,
                 }))
                 .await;
         }

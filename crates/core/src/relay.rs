@@ -256,6 +256,7 @@ impl Relay {
             agent_tx,
             agent_rx,
             agent_seen: Default::default(),
+            catching_up: false,
             limits: self.inner.config.policy.clone(),
             default_cwd: self.default_cwd(),
         };

@@ -65,13 +65,34 @@ async fn a_childs_approval_is_the_sessions_permission_request_and_a_deny_reaches
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     // The child ends its turn; its events are in the parent's stream, tagged.
-    let rest = s
-        .until(TURN, |e| {
-            e.event == "envelope"
-                && e.json()["invoke"] == "call_spawn_h"
-                && e.json()["ev"]["t"] == "turn-end"
-        })
-        .await;
+    let mut rest = Vec::new();
+    let deadline = tokio::time::Instant::now() + TURN;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let Some(e) = s.next(left).await else {
+            // The whole log, so a stall says which of the child's events never came.
+            let log = c.get(&format!("/api/sessions/{id}/events")).await.json();
+            let brief: Vec<String> = log["events"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| {
+                    format!(
+                        "{} {} {} {}",
+                        e["seq"], e["ev"]["t"], e["invoke"], e["turn"]
+                    )
+                })
+                .collect();
+            panic!("the child's turn never ended within {TURN:?}; the session's log: {brief:#?}");
+        };
+        let end = e.event == "envelope"
+            && e.json()["invoke"] == "call_spawn_h"
+            && e.json()["ev"]["t"] == "turn-end";
+        rest.push(e);
+        if end {
+            break;
+        }
+    }
     let child_kinds: Vec<String> = seen
         .iter()
         .chain(rest.iter())

@@ -75,6 +75,9 @@ pub(crate) struct Actor {
     pub agent_tx: mpsc::Sender<AgentResumed>,
     pub agent_rx: mpsc::Receiver<AgentResumed>,
     pub agent_seen: Seen,
+    /// Live events of the session's own thread wait in `sub` while a late `thread/resume`
+    /// answer is on its way (catch_up.rs), so what it shows is logged before them.
+    pub catching_up: bool,
     /// The operator's limits, checked again against what Codex reports a resumed thread runs
     /// with; and where a session without a directory works.
     pub limits: crate::policy::StartPolicy,
@@ -98,7 +101,7 @@ impl Actor {
                     }
                     None => break,
                 },
-                event = next(&mut self.sub), if self.sub.is_some() => self.on_event(event),
+                event = next(&mut self.sub), if self.sub.is_some() && !self.catching_up => self.on_event(event),
                 Some(resumed) = self.agent_rx.recv() => self.on_agent_resumed(resumed),
             }
         }
@@ -519,10 +522,22 @@ impl Actor {
     }
 
     /// The relay stopped Codex on purpose (it is shutting down): no error, and a running turn
-    /// ends cancelled (its open tool calls first), saying why.
+    /// ends cancelled (its open tool calls first), saying why. A thread on the Codex daemon
+    /// (the attachment stopped) is only let go of: the daemon runs it on.
     fn codex_stopped(&mut self) {
         self.sub = None;
         self.server = None;
+        if self.attached.take().is_some() {
+            // The daemon runs the thread on: its turn is not over, and following it again
+            // logs what it did meanwhile (catch_up.rs).
+            self.broker.fail_session(
+                &self.shared.id,
+                crate::decider::Decider::RelayShutdown,
+                "the relay stopped following this thread",
+            );
+            self.shared.persist();
+            return;
+        }
         let message = "the relay stopped (a restart resumes the session)";
         self.broker.fail_session(
             &self.shared.id,

@@ -5,8 +5,7 @@
 use std::collections::HashSet;
 
 use codex_relay_protocol::v2::{
-    ItemNotification, ServerNotification, ThreadItem, ThreadResume, ThreadResumeParams,
-    ThreadStartResponse, TurnNotification, TurnStatus,
+    ServerNotification, ThreadResume, ThreadResumeParams, ThreadStartResponse,
 };
 
 use super::actor::Actor;
@@ -79,30 +78,7 @@ impl Actor {
         self.shared.adopt(&thread);
         let mut events = Vec::new();
         for turn in &thread.turns {
-            let as_turn = |n: fn(TurnNotification) -> ServerNotification| {
-                n(TurnNotification {
-                    thread_id: thread.id.clone(),
-                    turn: turn.clone(),
-                })
-            };
-            self.on_notification(&as_turn(ServerNotification::TurnStarted), &mut events);
-            for item in &turn.items {
-                let note = |item: &ThreadItem| ItemNotification {
-                    thread_id: thread.id.clone(),
-                    turn_id: turn.id.clone(),
-                    item: item.clone(),
-                };
-                self.on_notification(&ServerNotification::ItemStarted(note(item)), &mut events);
-                if crate::mapper::item_finished(item) {
-                    self.on_notification(
-                        &ServerNotification::ItemCompleted(note(item)),
-                        &mut events,
-                    );
-                }
-            }
-            if turn.status != TurnStatus::InProgress {
-                self.on_notification(&as_turn(ServerNotification::TurnCompleted), &mut events);
-            }
+            self.replay_turn(&thread.id, turn, true, &mut events);
         }
         self.flush(Vec::new(), events, false);
     }

@@ -4,6 +4,7 @@
 mod actor;
 mod agent_sync;
 mod agents;
+mod catch_up;
 mod detach;
 mod open_calls;
 mod shared;
@@ -21,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use actor::{Actor, ActorOp, Asked, Flow, Job, Replier};
 pub use agents::AgentInfo;
+pub(crate) use catch_up::CaughtUp;
 pub(crate) use shared::Logged;
 pub(crate) use shared::RAW_CHUNK;
 pub(crate) use shared::{Origin, SessionShared};

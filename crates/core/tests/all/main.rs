@@ -7,6 +7,7 @@
 mod common;
 
 mod attach;
+mod attach_catch_up;
 mod attach_place;
 mod attach_rules;
 mod attach_writer;
