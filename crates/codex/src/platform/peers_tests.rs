@@ -208,12 +208,17 @@ fn a_socket_hopping_along_a_fork_chain_is_never_outside() {
     let port = listener.local_addr().unwrap().port();
     // Each process forks and exits at once, the child carrying the socket on; the chain runs
     // under a subreaper child of ours (as commands run under Codex), so each hop is re-parented
-    // to it.
+    // to it. It ends when we close our end (or after a minute at most), so no hop outlives
+    // the test.
     let chain = format!(
         "import os, socket, time\n\
          s = socket.create_connection(('127.0.0.1', {port}))\n\
-         end = time.time() + 4\n\
+         s.setblocking(False)\n\
+         end = time.time() + 60\n\
          while time.time() < end:\n    \
+             try:\n        \
+                 if s.recv(1) == b'':\n            os._exit(0)\n    \
+             except BlockingIOError:\n        pass\n    \
              if os.fork():\n        os._exit(0)\n"
     );
     let mut cmd = Command::new("sh");
@@ -236,6 +241,15 @@ fn a_socket_hopping_along_a_fork_chain_is_never_outside() {
         *seen.entry(std::mem::discriminant(&found)).or_insert(0u32) += 1;
     }
     eprintln!("verdicts while hopping: {seen:?}");
+    // Our end says it is done; the chain's last hop sees that and exits, which closes the
+    // socket: reading it to its end waits for exactly that.
+    let mut server = server;
+    server.shutdown(std::net::Shutdown::Write).unwrap();
+    server
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut server, &mut rest).expect("the chain closes its end");
     stop(child);
 }
 
