@@ -67,7 +67,12 @@ async function attached() {
     const note = page.locator('.attached-note.asks-nobody');
     await note.waitFor({ timeout: STEP });
     findings.neverNote = await note.textContent();
-    findings.neverTimeline = await page.locator('.timeline').textContent();
+    // The timeline fills in after the page's header: wait for its note (or give up after a
+    // step's time, and report what it held).
+    const timeline = page.locator('.timeline');
+    await timeline.getByText('no longer asks for approval').first()
+      .waitFor({ timeout: STEP }).catch(() => {});
+    findings.neverTimeline = await timeline.textContent();
     await snap('never');
   });
   await step('the asking thread shows its card, approved here', async () => {
