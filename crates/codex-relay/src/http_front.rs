@@ -197,11 +197,13 @@ impl HttpArgs {
         fronts: axum::Router,
         allowed_hosts: Vec<String>,
         vapid_public_key: Option<String>,
+        notify_channels: Vec<String>,
         stop: tokio_util::sync::CancellationToken,
     ) -> axum::Router {
         let opts = HttpOptions {
             credentials: credentials.clone(),
             vapid_public_key,
+            notify_channels,
             stop,
         };
         let app = codex_relay_http::router(relay.clone(), opts).merge(fronts);
