@@ -133,7 +133,10 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
             "/api/notifications/{id}/deliveries",
             get(deliveries::for_notification),
         )
-        .route("/api/requests/{id}/deliveries", get(deliveries::for_request))
+        .route(
+            "/api/requests/{id}/deliveries",
+            get(deliveries::for_request),
+        )
         .route("/api/push/key", get(notify::key))
         .route("/api/push/subscriptions", post(notify::subscribe))
         .route("/api/push/unsubscribe", post(notify::unsubscribe))

@@ -4,8 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::{
-    daemon_threads, deliveries, export, health, notify, permission, rate_limits, relay_stream, rules, sessions,
-    sse, threads, worktree,
+    daemon_threads, deliveries, export, health, notify, permission, rate_limits, relay_stream,
+    rules, sessions, sse, threads, worktree,
 };
 
 #[derive(OpenApi)]

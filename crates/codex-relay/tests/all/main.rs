@@ -33,6 +33,7 @@ mod fronts_auth;
 mod http_abuse;
 mod http_answer_links;
 mod http_api;
+mod http_deliveries;
 mod http_limits;
 mod http_race;
 mod http_retention;
