@@ -21,6 +21,7 @@ mod cluster_chaos;
 mod cluster_faults;
 mod cluster_knobs;
 mod cluster_links;
+mod cluster_notify;
 mod cluster_outages;
 mod cluster_rules;
 mod codex_faults;
