@@ -196,8 +196,10 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         credentials.clone(),
         fronts,
         hosts,
-        vapid_key,
-        channels,
+        crate::http_front::NotifyFront {
+            vapid_public_key: vapid_key,
+            channels,
+        },
         stop.clone(),
     );
     say(&banner(addr, &token, &credentials));

@@ -20,7 +20,7 @@ pub struct NotificationRow {
     pub id: String,
     /// A webhook's name, or `push-<hash>` for a browser.
     pub target: String,
-    /// `request`, `turn-completed`, `turn-failed`.
+    /// `request`, `reminder` (re-notify), `escalation`, `turn-completed`, `turn-failed`, `test`.
     pub event: String,
     pub title: Option<String>,
     pub session_id: Option<String>,

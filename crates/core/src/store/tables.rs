@@ -23,7 +23,7 @@ pub struct OutboxRecord {
     /// The message id (`webhook-id`): the same on every attempt.
     pub id: String,
     pub target: String,
-    /// `request`, `turn-completed`, `turn-failed`, `test`.
+    /// `request`, `reminder` (re-notify), `escalation`, `turn-completed`, `turn-failed`, `test`.
     pub event: String,
     pub session_id: Option<String>,
     pub request_id: Option<String>,
