@@ -278,3 +278,43 @@ impl NotifyConfig {
         Duration::from_secs(self.answer_link_ttl_secs.max(1))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::NotifyConfig;
+
+    const HOOK: &str =
+        "[[webhook]]\nname = \"ops\"\nurl = \"https://h.example/x\"\nformat = \"ntfy\"\n";
+
+    #[test]
+    fn escalation_and_retention_read_as_written_and_refuse_what_cannot_work() {
+        let d = NotifyConfig::parse("n.toml", "").unwrap();
+        assert_eq!(
+            (
+                d.escalation.renotify_after_secs,
+                d.escalation.renotify_max,
+                d.escalation.after_secs
+            ),
+            (90, 2, 120)
+        );
+        assert!(d.escalation.to.is_empty());
+        assert_eq!(
+            d.retention(),
+            Some(std::time::Duration::from_secs(30 * 86_400))
+        );
+        let c = NotifyConfig::parse(
+            "n.toml",
+            &format!("retention = \"off\"\n[escalation]\nto = [\"ops\", \"push\"]\n{HOOK}"),
+        )
+        .unwrap();
+        assert!(c.escalation_only("ops") && c.escalation_only("push"));
+        assert_eq!(c.retention(), None);
+        let err = |text: &str| NotifyConfig::parse("n.toml", text).unwrap_err().message;
+        assert!(
+            err(&format!("[escalation]\nto = [\"user:alice\"]\n{HOOK}")).contains("named users"),
+        );
+        assert!(err("[escalation]\nto = [\"pager\"]\n").contains("no webhook of that name"));
+        assert!(err("retention = \"a while\"").starts_with("retention:"));
+        assert!(err("[escalation]\nafter = 3\n").contains("unknown field"));
+    }
+}
