@@ -2,7 +2,7 @@
 //! request's push goes to a push service that fails (500, then 410 for another request); the
 //! trail says so with the service's answer and the request escalates to the webhook kept for
 //! that, once, long before its timeout. A request whose notification nobody opens is notified
-//! again after the interval, and no more once it is answered.
+//! again after the interval, no more once it is answered, and none once it was opened.
 
 use std::time::{Duration, Instant};
 
@@ -345,6 +345,49 @@ secret = "{SECRET}"
         "{answered} before the answer, {total} after"
     );
     until(&b.relay, &s, "the turn's end", |s| {
+        s.status == SessionStatus::Idle
+    })
+    .await;
+
+    // Opened (the step `/n/{id}` records, tested over HTTP in http_deliveries.rs): no reminder
+    // after that.
+    let (s2, r2) = request(&b, "MARK-R2", "r2.txt").await;
+    let deadline = Instant::now() + WAIT;
+    while hits_for(&hook, &r2) < 1 {
+        assert!(Instant::now() < deadline, "no first notice for r2");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = b
+        .relay
+        .store()
+        .notifications_for_request(&r2)
+        .await
+        .unwrap()
+        .remove(0);
+    b.relay
+        .store()
+        .record_delivery(&DeliveryRecord {
+            outbox_id: first.id,
+            request_id: Some(r2.clone()),
+            target: first.target,
+            status: "opened".into(),
+            detail: None,
+            at: 0,
+        })
+        .await
+        .unwrap();
+    let seen = hits_for(&hook, &r2);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(
+        hits_for(&hook, &r2) <= seen + 1,
+        "reminded after it was opened: {:#?}",
+        hook.hits()
+    );
+    b.relay
+        .respond(&s2, &r2, Answer::approve(), Decider::library("test"))
+        .await
+        .unwrap();
+    until(&b.relay, &s2, "r2's turn end", |s| {
         s.status == SessionStatus::Idle
     })
     .await;
