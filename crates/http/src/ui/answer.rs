@@ -245,3 +245,68 @@ pub(crate) async fn submit(
         Err(e) => refused(&e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use codex_relay_core::answer::PendingKind;
+    use codex_relay_core::{PendingDetails, PendingView};
+    use codex_relay_protocol::v2::FileUpdateChange;
+
+    fn view(kind: PendingKind, details: PendingDetails) -> PendingView {
+        PendingView {
+            id: "r1".into(),
+            session_id: "s1".into(),
+            kind,
+            question: "?".into(),
+            options: vec![],
+            details,
+            turn: None,
+            created_at: 0,
+            deadline: 0,
+            agent: None,
+            invoke: None,
+            reach: None,
+        }
+    }
+
+    /// A file change's page shows every file's whole diff and the model's reason, escaped.
+    #[test]
+    fn a_file_change_shows_every_diff_and_the_reason_escaped() {
+        let html = super::describe(&view(
+            PendingKind::FileChangeApproval,
+            PendingDetails::FileChangeApproval {
+                reason: Some("needs <em>both</em> & more".into()),
+                grant_root: None,
+                item_id: None,
+                changes: vec![
+                    FileUpdateChange {
+                        path: "a.html".into(),
+                        kind: serde_json::json!({"type": "add"}),
+                        diff: "+<script>alert('x')</script>\n".into(),
+                    },
+                    FileUpdateChange {
+                        path: "b\".txt".into(),
+                        kind: serde_json::json!({"type": "update"}),
+                        diff: "-old\n+new\n".into(),
+                    },
+                ],
+            },
+        ));
+        assert!(
+            html.contains("+&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"),
+            "{html}"
+        );
+        assert!(
+            html.contains("b&quot;.txt") && html.contains("-old\n+new"),
+            "{html}"
+        );
+        assert!(
+            html.contains("needs &lt;em&gt;both&lt;/em&gt; &amp; more"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("<script>") && !html.contains("<em>"),
+            "{html}"
+        );
+    }
+}
