@@ -57,6 +57,10 @@ pub struct EngineArgs {
     /// 90 % of it; `off` (the default) sets no limit.
     #[arg(long, value_name = "SIZE", env = "CODEX_RELAY_RETENTION_SIZE", value_parser = parse_size)]
     pub retention_size: Option<u64>,
+    /// How long done notifications and their delivery trails are kept: `serve` sets it from
+    /// the notify file's `retention` (docs/NOTIFY.md).
+    #[arg(skip)]
+    pub notify_retention: Option<Duration>,
     /// Resident memory of one `codex app-server` (with what runs in its process group) past
     /// which it takes no new session and is replaced by a fresh process once its sessions are
     /// idle, e.g. `2GiB`; `off` (the default) sets no limit (docs/OPERATIONS.md).
@@ -119,6 +123,7 @@ impl EngineArgs {
         b = b.retention(codex_relay::Retention {
             max_age: self.retention.filter(|d| !d.is_zero()),
             max_bytes: self.retention_size.filter(|n| *n > 0),
+            notifications_max_age: self.notify_retention.filter(|d| !d.is_zero()),
             ..Default::default()
         });
         self.auth.apply(b)

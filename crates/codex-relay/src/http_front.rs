@@ -196,12 +196,13 @@ impl HttpArgs {
         credentials: Arc<Credentials>,
         fronts: axum::Router,
         allowed_hosts: Vec<String>,
-        vapid_public_key: Option<String>,
+        notify: NotifyFront,
         stop: tokio_util::sync::CancellationToken,
     ) -> axum::Router {
         let opts = HttpOptions {
             credentials: credentials.clone(),
-            vapid_public_key,
+            vapid_public_key: notify.vapid_public_key,
+            notify_channels: notify.channels,
             stop,
         };
         let app = codex_relay_http::router(relay.clone(), opts).merge(fronts);
@@ -225,4 +226,12 @@ impl HttpArgs {
 /// Where browser logins are kept.
 pub fn logins_file(data_dir: &Path) -> PathBuf {
     data_dir.join(LOGINS_FILE)
+}
+
+/// What the HTTP front shows of notifications: Web Push's public key (when push is on) and the
+/// channels a test can be sent on (webhook names, and `push`).
+#[derive(Debug, Clone, Default)]
+pub struct NotifyFront {
+    pub vapid_public_key: Option<String>,
+    pub channels: Vec<String>,
 }

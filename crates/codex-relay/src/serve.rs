@@ -110,6 +110,7 @@ fn warn_if_not_logged_in(relay: &codex_relay_core::Relay, demo: bool) {
 pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
     args.http.check(args.listen)?;
     let notify = notify_config(args.notify.as_deref())?;
+    args.engine.notify_retention = notify.retention();
     args.engine.policy.apply_serve_defaults(args.listen);
     let (relay, demo) = if args.demo {
         let (relay, demo) = crate::demo::open(&args.engine, crate::demo::Questions::Asked).await?;
@@ -176,6 +177,11 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let vapid_key = vapid.as_ref().map(|v| v.public_key());
+    // The channels the UI offers a test for: the webhooks, and push when it is on.
+    let mut channels: Vec<String> = notify.webhooks.iter().map(|w| w.name.clone()).collect();
+    if vapid.is_some() {
+        channels.push("push".into());
+    }
     // Links in notifications point where this instance is reached: its advertised URL in a
     // cluster, else where it listens (the notify config's `public_url` wins over both).
     let link_base = args
@@ -190,7 +196,10 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         credentials.clone(),
         fronts,
         hosts,
-        vapid_key,
+        crate::http_front::NotifyFront {
+            vapid_public_key: vapid_key,
+            channels,
+        },
         stop.clone(),
     );
     say(&banner(addr, &token, &credentials));

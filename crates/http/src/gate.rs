@@ -177,7 +177,8 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
             | "/sw.js"
             | "/ui/icon-192.png"
             | "/ui/icon-512.png"
-    ) || path.starts_with("/answer/");
+    ) || path.starts_with("/answer/")
+        || path.starts_with("/n/");
     // A correct credential is never throttled (or anyone sharing the client's address could
     // lock it out); a wrong one past the budget gets 429 instead of 401.
     let (principal, via) = if let Some(token) = bearer(req.headers()) {

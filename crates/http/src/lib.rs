@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod body_deadline;
 pub mod daemon_threads;
+pub mod deliveries;
 pub mod error;
 pub mod export;
 pub mod frames;
@@ -54,6 +55,9 @@ pub struct HttpOptions {
     pub credentials: Arc<auth::Credentials>,
     /// The VAPID public key browsers subscribe to push with; `None`: push is off.
     pub vapid_public_key: Option<String>,
+    /// The notification channels `serve` delivers to (webhook names, and `push` when Web Push
+    /// is on): what `POST /api/notifications/test` accepts.
+    pub notify_channels: Vec<String>,
     /// Cancelled when the server stops: every event stream ends at once (a browser's stream
     /// would otherwise hold the connection, and the shutdown, open).
     pub stop: tokio_util::sync::CancellationToken,
@@ -65,6 +69,7 @@ impl Default for HttpOptions {
         Self {
             credentials: Arc::new(auth::Credentials::new(None, None)),
             vapid_public_key: None,
+            notify_channels: Vec::new(),
             stop: Default::default(),
         }
     }
@@ -122,6 +127,16 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         .route("/api/rules/suggest", get(rules::suggest))
         .route("/api/rules/{name}", axum::routing::delete(rules::delete))
         .route("/api/notifications", get(notify::list))
+        .route("/api/notifications/channels", get(deliveries::channels))
+        .route("/api/notifications/test", post(deliveries::send_test))
+        .route(
+            "/api/notifications/{id}/deliveries",
+            get(deliveries::for_notification),
+        )
+        .route(
+            "/api/requests/{id}/deliveries",
+            get(deliveries::for_request),
+        )
         .route("/api/push/key", get(notify::key))
         .route("/api/push/subscriptions", post(notify::subscribe))
         .route("/api/push/unsubscribe", post(notify::unsubscribe))

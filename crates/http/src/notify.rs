@@ -20,7 +20,7 @@ pub struct NotificationRow {
     pub id: String,
     /// A webhook's name, or `push-<hash>` for a browser.
     pub target: String,
-    /// `request`, `turn-completed`, `turn-failed`.
+    /// `request`, `reminder` (re-notify), `escalation`, `turn-completed`, `turn-failed`, `test`.
     pub event: String,
     pub title: Option<String>,
     pub session_id: Option<String>,
@@ -81,17 +81,7 @@ pub struct PushKey {
     pub public_key: String,
 }
 
-/// A push target as shown: `push-` and the first bytes of the endpoint's SHA-256.
-fn shown_target(target: &str) -> String {
-    match target.strip_prefix("push:") {
-        Some(endpoint) => {
-            use sha2::Digest;
-            let h = sha2::Sha256::digest(endpoint.as_bytes());
-            format!("push-{:02x}{:02x}{:02x}{:02x}", h[0], h[1], h[2], h[3])
-        }
-        None => target.to_owned(),
-    }
-}
+use crate::deliveries::shown_target;
 
 #[utoipa::path(get, path = "/api/notifications", tag = "notifications", params(ListQuery),
     responses((status = 200, body = NotificationList), (status = 503, body = ErrorBody)))]

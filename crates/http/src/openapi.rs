@@ -4,8 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::{
-    daemon_threads, export, health, notify, permission, rate_limits, relay_stream, rules, sessions,
-    sse, threads, worktree,
+    daemon_threads, deliveries, export, health, notify, permission, rate_limits, relay_stream,
+    rules, sessions, sse, threads, worktree,
 };
 
 #[derive(OpenApi)]
@@ -20,6 +20,7 @@ use crate::{
         worktree::diff, worktree::export, worktree::merge,
         permission::respond, permission::pending, rules::list, rules::put, rules::delete,
         rules::suggest, notify::list, notify::key, notify::subscribe, notify::unsubscribe,
+        deliveries::for_request, deliveries::for_notification, deliveries::channels, deliveries::send_test,
         health::healthz, health::metrics, document,
     ),
     modifiers(&BearerAuth),

@@ -76,6 +76,7 @@ static ASSETS: &[Asset] = &[
     asset!("threads.js", JS),
     asset!("timeline.js", JS),
     asset!("cards.js", JS),
+    asset!("trail.js", JS),
     asset!("diff.js", JS),
     asset!("worktree.js", JS),
     asset!("text.js", JS),
@@ -107,6 +108,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             get(|h: HeaderMap| async move { named("manifest.webmanifest", &h) }),
         )
         .route("/answer/{request}", get(answer::show).post(answer::submit))
+        .route("/n/{id}", get(crate::deliveries::open))
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", axum::routing::post(login::logout))
 }

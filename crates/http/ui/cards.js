@@ -6,6 +6,7 @@ import { get, respond } from './api.js';
 import { h, shellCommand, whoAnswered } from './dom.js';
 import { ruleForm } from './ruleform.js';
 import { diffBlock } from './diff.js';
+import { trailSection } from './trail.js';
 
 const TITLE = {
   command_approval: 'Run this command?',
@@ -218,7 +219,8 @@ export function requestCard(req) {
       countdown(req.deadline)),
     ...detailsOf(req).flat().filter(Boolean),
     reachOf(req),
-    controls, status);
+    controls, status,
+    trailSection(`/api/requests/${encodeURIComponent(req.id)}/deliveries`, () => !done));
 
   return {
     el: card,

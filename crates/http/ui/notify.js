@@ -1,8 +1,10 @@
-// The notifications view (#/notify): Web Push on this device (subscribe / unsubscribe) and the
-// relay's outbox: every notification with its target, state, attempts and last error.
+// The notifications view (#/notify): Web Push on this device (subscribe / unsubscribe), a test
+// per channel with its delivery trail, and the relay's outbox: every notification with its
+// target, state, attempts and last error.
 
 import { get, post } from './api.js';
 import { h, ago } from './dom.js';
+import { trailList } from './trail.js';
 
 /** What to do when the browser refuses notifications to this site. */
 const BLOCKED = 'Notifications are blocked for this site: allow them in the browser\'s site settings (the icon left of the address), then enable push again.';
@@ -27,8 +29,48 @@ export function notifyView(root) {
   const counts = h('p', { class: 'meta', role: 'status' });
   const rows = h('tbody', {});
   const error = h('p', { class: 'form-error', role: 'alert' });
+  const tests = h('div', { class: 'card-controls', id: 'test-buttons' });
+  const testTrail = h('div', { id: 'test-trail', role: 'status' });
   let left = false;
   let subscribed = null;
+  let testTimer = null;
+
+  /** Shows the trails of the test notifications `ids` until each is done with. */
+  function follow(ids) {
+    clearInterval(testTimer);
+    const show = async () => {
+      const all = [];
+      for (const id of ids) all.push(...(await get(`/api/notifications/${encodeURIComponent(id)}/deliveries`)).deliveries);
+      if (left) return;
+      testTrail.replaceChildren(trailList(all));
+      const done = ids.every((id) => all.some((d) => d.notificationId === id && ['sent', 'accepted', 'skipped'].includes(d.status)
+        || (d.notificationId === id && d.status === 'failed' && /not retried|given up/.test(d.detail ?? ''))));
+      if (done) clearInterval(testTimer);
+    };
+    show().catch((e) => { testTrail.textContent = e.message; });
+    testTimer = setInterval(() => show().catch(() => {}), 1500);
+  }
+
+  async function loadChannels() {
+    try {
+      const { channels } = await get('/api/notifications/channels');
+      tests.replaceChildren(...(channels.length ? channels.map((c) => {
+        const b = h('button', { class: 'button', type: 'button', dataset: { channel: c } }, `Test ${c}`);
+        b.addEventListener('click', async () => {
+          testTrail.textContent = 'Sending…';
+          try {
+            const { notifications } = await post('/api/notifications/test', { channel: c });
+            follow(notifications);
+          } catch (e) {
+            testTrail.textContent = e.message;
+          }
+        });
+        return b;
+      }) : [h('p', { class: 'meta' }, 'No channel: give serve a notify file (docs/NOTIFY.md).')]));
+    } catch (e) {
+      tests.textContent = e.message;
+    }
+  }
 
   root.append(
     h('h1', {}, 'Notifications'),
@@ -36,6 +78,10 @@ export function notifyView(root) {
       h('h2', { id: 'push-title' }, 'Push to this device'),
       h('p', { class: 'hint' }, 'A notification when a request waits for you, even with the page closed. Install the app (the browser\'s “Install” or “Add to Home Screen”) for the best result on a phone.'),
       pushState, pushButton),
+    h('section', { class: 'card', 'aria-labelledby': 'test-title' },
+      h('h2', { id: 'test-title' }, 'Send a test'),
+      h('p', { class: 'hint' }, 'Sends a test notification on one channel and shows what became of it.'),
+      tests, testTrail),
     h('h2', {}, 'Sent and waiting'), counts, error,
     h('div', { class: 'table-wrap' }, h('table', { class: 'outbox' },
       h('thead', {}, h('tr', {}, ['When', 'What', 'To', 'State', 'Attempts', 'Last error'].map((t) => h('th', { scope: 'col' }, t)))),
@@ -105,7 +151,8 @@ export function notifyView(root) {
   }
 
   showPush();
+  loadChannels();
   load();
   const timer = setInterval(load, 5000);
-  return { leave() { left = true; clearInterval(timer); } };
+  return { leave() { left = true; clearInterval(timer); clearInterval(testTimer); } };
 }

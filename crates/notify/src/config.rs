@@ -111,6 +111,61 @@ pub struct NotifyConfig {
     pub vapid_subject: Option<String>,
     #[serde(default, rename = "webhook")]
     pub webhooks: Vec<Webhook>,
+    /// Re-notify and escalation of requests nobody opened (docs/NOTIFY.md).
+    #[serde(default)]
+    pub escalation: Escalation,
+    /// How long outbox rows and their delivery trails are kept once done with: `30d`, `12h`,
+    /// `off` (default `30d`). A notification still being retried is never pruned.
+    #[serde(default = "retention_default")]
+    pub retention: String,
+}
+
+/// When a request's notifications are sent again, and when they go to a second channel.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Escalation {
+    /// Send a request's notifications again when none was opened this long after the last
+    /// round, in seconds (default 90; 0: never).
+    #[serde(default = "renotify_default")]
+    pub renotify_after_secs: u64,
+    /// At most this many re-sends per request (default 2).
+    #[serde(default = "renotify_max_default")]
+    pub renotify_max: u32,
+    /// Notify [`Escalation::to`] when no notification of a request was opened this long after
+    /// it opened, in seconds (default 120; 0: only when every channel failed), or once half
+    /// its time to the approval timeout has passed, or at once when every other channel
+    /// failed (or there is none).
+    #[serde(default = "escalate_default")]
+    pub after_secs: u64,
+    /// The second channel: webhook names, and `push` for every subscribed browser. A target
+    /// named here is kept for escalation (not notified at first). Reserved for later:
+    /// `user:<name>` (a person, once the relay has named users).
+    #[serde(default)]
+    pub to: Vec<String>,
+}
+
+impl Default for Escalation {
+    fn default() -> Self {
+        Escalation {
+            renotify_after_secs: renotify_default(),
+            renotify_max: renotify_max_default(),
+            after_secs: escalate_default(),
+            to: Vec::new(),
+        }
+    }
+}
+
+fn renotify_default() -> u64 {
+    90
+}
+fn renotify_max_default() -> u32 {
+    2
+}
+fn escalate_default() -> u64 {
+    120
+}
+fn retention_default() -> String {
+    "30d".into()
 }
 
 fn ttl_default() -> u64 {
@@ -187,6 +242,20 @@ impl NotifyConfig {
                 return Err(err(format!("webhook {:?}: events is empty", w.name)));
             }
         }
+        for t in &c.escalation.to {
+            if t == "push" || c.webhooks.iter().any(|w| &w.name == t) {
+                continue;
+            }
+            return Err(err(if t.starts_with("user:") {
+                format!(
+                    "escalation.to {t:?}: escalating to a person needs named users, which this relay does not have yet; name a webhook or `push`"
+                )
+            } else {
+                format!("escalation.to {t:?}: no webhook of that name (name a webhook or `push`)")
+            }));
+        }
+        codex_relay_core::store::Retention::parse_age(&c.retention)
+            .map_err(|e| err(format!("retention: {e}")))?;
         if let Some(url) = &c.public_url
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
@@ -195,7 +264,57 @@ impl NotifyConfig {
         Ok(c)
     }
 
+    /// How long done notifications are kept (`None`: for ever).
+    pub fn retention(&self) -> Option<Duration> {
+        codex_relay_core::store::Retention::parse_age(&self.retention).unwrap_or(None)
+    }
+
+    /// Whether `target` (a webhook's name, or `push`) is kept for escalation.
+    pub fn escalation_only(&self, target: &str) -> bool {
+        self.escalation.to.iter().any(|t| t == target)
+    }
+
     pub fn answer_link_ttl(&self) -> Duration {
         Duration::from_secs(self.answer_link_ttl_secs.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NotifyConfig;
+
+    const HOOK: &str =
+        "[[webhook]]\nname = \"ops\"\nurl = \"https://h.example/x\"\nformat = \"ntfy\"\n";
+
+    #[test]
+    fn escalation_and_retention_read_as_written_and_refuse_what_cannot_work() {
+        let d = NotifyConfig::parse("n.toml", "").unwrap();
+        assert_eq!(
+            (
+                d.escalation.renotify_after_secs,
+                d.escalation.renotify_max,
+                d.escalation.after_secs
+            ),
+            (90, 2, 120)
+        );
+        assert!(d.escalation.to.is_empty());
+        assert_eq!(
+            d.retention(),
+            Some(std::time::Duration::from_secs(30 * 86_400))
+        );
+        let c = NotifyConfig::parse(
+            "n.toml",
+            &format!("retention = \"off\"\n[escalation]\nto = [\"ops\", \"push\"]\n{HOOK}"),
+        )
+        .unwrap();
+        assert!(c.escalation_only("ops") && c.escalation_only("push"));
+        assert_eq!(c.retention(), None);
+        let err = |text: &str| NotifyConfig::parse("n.toml", text).unwrap_err().message;
+        assert!(
+            err(&format!("[escalation]\nto = [\"user:alice\"]\n{HOOK}")).contains("named users"),
+        );
+        assert!(err("[escalation]\nto = [\"pager\"]\n").contains("no webhook of that name"));
+        assert!(err("retention = \"a while\"").starts_with("retention:"));
+        assert!(err("[escalation]\nafter = 3\n").contains("unknown field"));
     }
 }

@@ -5,11 +5,13 @@
 //! - [`config`]: the `--notify` file; [`message`]: what each format sends;
 //!   [`standard`]: Standard Webhooks signatures; [`webpush`]: RFC 8291 and VAPID.
 //! - [`Notifier`]: the watcher (relay feed → outbox rows) and the deliverer (retries with
-//!   backoff; answer links minted per attempt, never stored).
+//!   backoff; answer links minted per attempt, never stored), each step recorded in the
+//!   request's delivery trail; re-notify and escalation of requests nobody opened.
 
 pub mod config;
 pub mod message;
 mod outbox;
+mod reminders;
 pub mod standard;
 pub mod webpush;
 
@@ -17,7 +19,7 @@ use std::sync::Arc;
 
 use codex_relay_core::Relay;
 
-pub use config::{EventKind, Format, NotifyConfig, Webhook};
+pub use config::{Escalation, EventKind, Format, NotifyConfig, Webhook};
 pub use outbox::Stats;
 pub use webpush::Vapid;
 
@@ -69,6 +71,7 @@ impl Notifier {
         let tasks = vec![
             tokio::spawn(outbox::watch(inner.clone())),
             tokio::spawn(outbox::deliver(inner.clone())),
+            tokio::spawn(reminders::run(inner.clone())),
         ];
         tracing::info!(
             webhooks = inner.config.webhooks.len(),

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use codex_relay_core::event::TurnEndStatus;
-use codex_relay_core::store::OutboxRecord;
+use codex_relay_core::store::{DeliveryRecord, OutboxRecord};
 use codex_relay_core::{Ev, Relay, RelayEvent};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -61,12 +61,22 @@ impl Inner {
             .filter(move |w| w.events.contains(&event))
     }
 
-    async fn queue(&self, key: &str, target: &str, msg: &Message) {
+    /// Queues `msg` for `target` as row `id` (`kind`: the row's event, `request`, `reminder`,
+    /// `escalation`, or the message's for turn ends); the trail's first step says `why`. A row
+    /// of that id already queued (by this relay or another of a shared store) is left alone.
+    pub(crate) async fn queue_as(
+        &self,
+        id: String,
+        kind: &str,
+        target: &str,
+        msg: &Message,
+        why: &str,
+    ) {
         let now = now_ms();
         let row = OutboxRecord {
-            id: format!("msg_{key}_{}", short(target)),
+            id,
             target: target.to_owned(),
-            event: msg.event().as_str().to_owned(),
+            event: kind.to_owned(),
             session_id: Some(msg.session_id.clone()),
             request_id: msg.request_id.clone(),
             payload: serde_json::to_string(msg).expect("a message serializes"),
@@ -76,31 +86,84 @@ impl Inner {
             state: "pending".into(),
             done_at: None,
             last_error: None,
+            open_token: Some(random_token()),
         };
         match self.relay.store().enqueue_notification(&row).await {
-            Ok(()) => {
+            Ok(true) => {
                 self.stats.queued.fetch_add(1, Ordering::Relaxed);
+                self.step(&row, "queued", Some(why.to_owned())).await;
                 self.wake.notify_one();
             }
+            Ok(false) => {}
             Err(e) => tracing::warn!(target, "could not queue a notification: {e}"),
         }
     }
 
+    async fn queue(&self, key: &str, target: &str, msg: &Message) {
+        let kind = msg.event().as_str();
+        self.queue_as(
+            format!("msg_{key}_{}", short(target)),
+            kind,
+            target,
+            msg,
+            "first notice",
+        )
+        .await;
+    }
+
+    /// Records one step of a row's delivery trail.
+    pub(crate) async fn step(&self, row: &OutboxRecord, status: &str, detail: Option<String>) {
+        let d = DeliveryRecord {
+            outbox_id: row.id.clone(),
+            request_id: row.request_id.clone(),
+            target: row.target.clone(),
+            status: status.to_owned(),
+            detail,
+            at: now_ms(),
+        };
+        if let Err(e) = self.relay.store().record_delivery(&d).await {
+            tracing::warn!(id = %row.id, "could not record a delivery step: {e}");
+        }
+    }
+
+    /// The push targets (`push:<endpoint>`) of every subscribed browser.
+    pub(crate) async fn push_targets(&self) -> Vec<String> {
+        if !(self.config.push && self.vapid.is_some()) {
+            return Vec::new();
+        }
+        match self.relay.store().push_subscriptions().await {
+            Ok(subs) => subs
+                .into_iter()
+                .map(|s| format!("{PUSH}{}", s.endpoint))
+                .collect(),
+            Err(e) => {
+                tracing::warn!("could not read push subscriptions: {e}");
+                Vec::new()
+            }
+        }
+    }
+
     /// Queues what `msg` should reach: the webhooks that want its event and, for requests,
-    /// every browser subscribed to push.
+    /// every browser subscribed to push; targets kept for escalation wait for it. A request
+    /// that reaches no channel at all escalates at once.
     async fn fan_out(&self, key: &str, msg: &Message) {
+        let request = msg.event() == EventKind::Request;
+        let mut first = 0;
         for w in self.targets(msg.event()) {
+            if request && self.config.escalation_only(&w.name) {
+                continue;
+            }
+            first += 1;
             self.queue(key, &w.name, msg).await;
         }
-        if self.config.push && self.vapid.is_some() && msg.event() == EventKind::Request {
-            match self.relay.store().push_subscriptions().await {
-                Ok(subs) => {
-                    for s in subs {
-                        self.queue(key, &format!("{PUSH}{}", s.endpoint), msg).await;
-                    }
-                }
-                Err(e) => tracing::warn!("could not read push subscriptions: {e}"),
+        if request && !self.config.escalation_only("push") {
+            for t in self.push_targets().await {
+                first += 1;
+                self.queue(key, &t, msg).await;
             }
+        }
+        if request && first == 0 && !self.config.escalation.to.is_empty() {
+            crate::reminders::escalate(self, key, msg, "no other channel to notify").await;
         }
     }
 
@@ -125,8 +188,21 @@ impl Inner {
                     .skip_notifications_for(id, now_ms())
                     .await
                 {
-                    Ok(n) => {
-                        self.stats.skipped.fetch_add(n, Ordering::Relaxed);
+                    Ok(rows) => {
+                        self.stats
+                            .skipped
+                            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+                        for (outbox_id, target) in rows {
+                            let d = DeliveryRecord {
+                                outbox_id,
+                                request_id: Some(id.clone()),
+                                target,
+                                status: "skipped".into(),
+                                detail: Some("answered before it was sent".into()),
+                                at: now_ms(),
+                            };
+                            let _ = self.relay.store().record_delivery(&d).await;
+                        }
                     }
                     Err(e) => tracing::warn!("could not skip notifications: {e}"),
                 }
@@ -199,7 +275,12 @@ impl Inner {
         })
     }
 
-    async fn send(&self, row: &OutboxRecord, msg: &Message) -> Result<(), Failure> {
+    /// One attempt; `Ok` says how it went (`sent` or `accepted`, and the receiver's status).
+    async fn send(
+        &self,
+        row: &OutboxRecord,
+        msg: &Message,
+    ) -> Result<(&'static str, String), Failure> {
         // A request answered in the meantime is not worth a notification any more.
         if let Some(r) = &msg.request_id
             && self.relay.pending_by_id(r).is_none()
@@ -208,6 +289,16 @@ impl Inner {
                 "skipped: answered before it was sent".into(),
             ));
         }
+        // The link that opens the request counts as opened when followed (`/n/{id}?k=…`).
+        let mut msg = msg.clone();
+        if let Some(token) = &row.open_token {
+            msg.open_url = format!(
+                "{}/n/{}?k={token}",
+                self.public.trim_end_matches('/'),
+                row.id
+            );
+        }
+        let msg = &msg;
         if let Some(endpoint) = row.target.strip_prefix(PUSH) {
             return self.send_push(endpoint, msg).await;
         }
@@ -260,13 +351,17 @@ impl Inner {
             .await
             .map_err(|e| Failure::Retry(error_chain(&e)))?;
         match res.status().as_u16() {
-            200..=299 => Ok(()),
+            200..=299 => Ok(("sent", format!("the receiver answered {}", res.status()))),
             410 => Err(Failure::Permanent("the receiver says 410 Gone".into())),
             code => Err(Failure::Retry(format!("the receiver answered {code}"))),
         }
     }
 
-    async fn send_push(&self, endpoint: &str, msg: &Message) -> Result<(), Failure> {
+    async fn send_push(
+        &self,
+        endpoint: &str,
+        msg: &Message,
+    ) -> Result<(&'static str, String), Failure> {
         let vapid = self
             .vapid
             .as_ref()
@@ -307,7 +402,15 @@ impl Inner {
             .await
             .map_err(|e| Failure::Retry(error_chain(&e)))?;
         match res.status().as_u16() {
-            200..=299 => Ok(()),
+            // RFC 8030: 201 Created is the push service taking the message for the browser.
+            201 => Ok((
+                "accepted",
+                format!("the push service answered {}", res.status()),
+            )),
+            200..=299 => Ok((
+                "sent",
+                format!("the push service answered {}", res.status()),
+            )),
             404 | 410 => {
                 // RFC 8030: the subscription is gone; forget it.
                 let _ = self.relay.store().delete_push_subscription(endpoint).await;
@@ -327,46 +430,50 @@ impl Inner {
         };
         let now = now_ms();
         row.attempts += 1;
-        match outcome {
-            Ok(()) => {
+        let step = match outcome {
+            Ok((status, detail)) => {
                 row.state = "delivered".into();
                 row.done_at = Some(now);
                 row.last_error = None;
                 self.stats.delivered.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(id = %row.id, target = %short(&row.target), attempts = row.attempts, waited_ms = now - row.created_at, "notification delivered");
+                (status, detail)
             }
             Err(Failure::Permanent(e)) => {
-                row.state = if e.starts_with("skipped") {
-                    "skipped"
-                } else {
-                    "failed"
-                }
-                .into();
+                let skipped = e.starts_with("skipped");
+                row.state = if skipped { "skipped" } else { "failed" }.into();
                 row.done_at = Some(now);
-                row.last_error = Some(e);
-                if row.state == "skipped" {
+                row.last_error = Some(e.clone());
+                if skipped {
                     self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                    ("skipped", e)
                 } else {
                     self.stats.given_up.fetch_add(1, Ordering::Relaxed);
+                    ("failed", format!("{e}; not retried"))
                 }
             }
             Err(Failure::Retry(e)) => {
                 self.stats.failed_attempts.fetch_add(1, Ordering::Relaxed);
                 let give_up = (self.config.give_up_after_secs * 1000) as i64;
-                if now - row.created_at >= give_up {
+                let detail = if now - row.created_at >= give_up {
                     row.state = "failed".into();
                     row.done_at = Some(now);
                     self.stats.given_up.fetch_add(1, Ordering::Relaxed);
+                    format!("{e}; given up after {} attempts", row.attempts)
                 } else {
-                    row.next_at = now + self.backoff(row.attempts);
-                }
+                    let wait = self.backoff(row.attempts);
+                    row.next_at = now + wait;
+                    format!("{e}; retrying in {:.1} s", wait as f64 / 1000.0)
+                };
                 tracing::warn!(id = %row.id, target = %short(&row.target), attempts = row.attempts, "notification not delivered: {e}");
                 row.last_error = Some(e);
+                ("failed", detail)
             }
-        }
+        };
         if let Err(e) = self.relay.store().update_notification(&row).await {
             tracing::warn!(id = %row.id, "could not record a delivery: {e}");
         }
+        self.step(&row, step.0, Some(step.1)).await;
         self.wake.notify_one();
     }
 }
@@ -382,8 +489,15 @@ fn topic(msg: &Message) -> String {
         .collect()
 }
 
+/// 128 random bits, hex: an open link's token.
+fn random_token() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the operating system's random source");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// A target as shown (a push endpoint is long and says little).
-fn short(target: &str) -> String {
+pub(crate) fn short(target: &str) -> String {
     match target.strip_prefix(PUSH) {
         Some(endpoint) => {
             use sha2::Digest;

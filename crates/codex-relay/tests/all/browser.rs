@@ -468,7 +468,9 @@ async fn the_plan_on_codex_0_98_and_the_recycle_note() {
 /// nothing missing to install it; a push subscription made in the Notifications view gets a
 /// Web Push at the push endpoint the script runs when a request opens (VAPID-signed,
 /// RFC 8291-encrypted, decrypted there), which the service worker then shows; "Always allow…"
-/// on the command's card saves a rule and approves, and the card says who answered. The cards
+/// on the command's card saves a rule and approves, and the card says who answered. The
+/// patch's card shows its delivery trail (accepted by the push service), and a test push from
+/// the Notifications view shows its own. The cards
 /// say what approving lets Codex do (the patch stays in the sandbox, the command under
 /// `untrusted` may run outside it), and the rule is saved with "outside the sandbox" ticked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,6 +515,24 @@ async fn the_app_installs_and_a_push_subscription_gets_a_push_when_a_request_ope
         text("ruleWhen").contains("even outside the sandbox"),
         "{findings}"
     );
+    // The request's card showed its delivery trail, and a test from Notifications its own.
+    for key in ["trail", "testTrail"] {
+        let steps: Vec<String> = findings[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            steps.iter().any(|s| s.contains("queued"))
+                && steps
+                    .iter()
+                    .any(|s| s.contains("accepted by the push service") && s.contains("201")),
+            "{key}: {findings}"
+        );
+    }
     let status = relay.stop().await;
     assert!(status.success(), "serve --demo exited with {status}");
 }

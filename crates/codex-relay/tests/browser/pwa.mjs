@@ -183,7 +183,8 @@ async function run() {
     const claims = checkVapid(p.headers.authorization, publicKey);
     const text = decrypt(p.body);
     const data = JSON.parse(text);
-    if (data.sessionId !== sessionId || !data.url.includes(`#/s/${sessionId}?request=${data.requestId}`)) throw new Error(`payload ${text}`);
+    // The url is the notification's open link: through the relay, which records the opening.
+    if (data.sessionId !== sessionId || !data.url.includes(`/n/msg_${data.requestId}_push-`)) throw new Error(`payload ${text}`);
     findings.push = { title: data.title, sub: claims.sub, bytes: p.body.length };
     return text;
   });
@@ -222,6 +223,11 @@ async function run() {
     // sandbox; the command, under untrusted, may run outside it.
     const patchCard = page.locator('.card.request.kind-file_change_approval:not(.resolved)');
     findings.patchReach = await patchCard.locator('.reach').textContent({ timeout: STEP });
+    // Its delivery trail: queued, then accepted by the (script's) push service with its 201.
+    await patchCard.locator('.trail summary').click();
+    await patchCard.locator('.trail li[data-status="accepted"]').waitFor({ timeout: STEP });
+    findings.trail = await patchCard.locator('.trail li').allTextContents();
+    await snap('trail');
     await patchCard.getByRole('button', { name: 'Approve', exact: true }).click();
     const card = page.locator('.card.request.kind-command_approval:not(.resolved)');
     await card.waitFor({ timeout: STEP });
@@ -259,6 +265,10 @@ async function run() {
     await page.locator('.outbox tr[data-state="delivered"]').first().waitFor({ timeout: STEP });
     findings.outbox = await page.locator('.outbox tbody tr').count();
     await snap('outbox');
+    // A test to this device's push: its own trail, shown as it goes.
+    await page.getByRole('button', { name: 'Test push' }).click();
+    await page.locator('#test-trail li[data-status="accepted"]').waitFor({ timeout: STEP });
+    findings.testTrail = await page.locator('#test-trail li').allTextContents();
   });
 }
 

@@ -11,6 +11,7 @@ macro_rules! on_pool {
 }
 
 mod batch_sql;
+mod deliveries;
 mod error;
 pub(crate) mod fence;
 mod health;
@@ -33,6 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sqlx::{PgPool, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
+pub use deliveries::DeliveryRecord;
 pub use error::StoreError;
 pub use fence::{Diverged, Fence, Fenced};
 pub use health::{StoreFault, StoreHealth};

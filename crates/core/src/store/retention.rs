@@ -18,6 +18,11 @@ pub struct Retention {
     /// Past this many bytes of data (see [`StoreSize::used`]), the oldest events go (and with
     /// them the other rows as old as they are) until the store is at 90 % of it.
     pub max_bytes: Option<u64>,
+    /// Notifications (outbox rows done with, and their delivery trails) older than this are
+    /// deleted even when [`Retention::max_age`] keeps everything else longer (or forever);
+    /// the sooner of the two applies to them. `serve` sets it from the notify file
+    /// (`retention`, default 30 days).
+    pub notifications_max_age: Option<Duration>,
     /// How often a pass runs (the first one a minute after the store opens).
     pub every: Duration,
     /// Most rows one statement deletes: each is a short transaction of its own.
@@ -33,6 +38,7 @@ impl Default for Retention {
         Retention {
             max_age: None,
             max_bytes: None,
+            notifications_max_age: None,
             every: Duration::from_secs(600),
             batch: 1000,
             pause: Duration::from_millis(20),
@@ -43,7 +49,7 @@ impl Default for Retention {
 impl Retention {
     /// Whether anything is ever deleted.
     pub fn enabled(&self) -> bool {
-        self.max_age.is_some() || self.max_bytes.is_some()
+        self.max_age.is_some() || self.max_bytes.is_some() || self.notifications_max_age.is_some()
     }
 
     /// An age as the flags and the environment give it: a whole number and a unit, `s`, `m`,
@@ -106,6 +112,8 @@ pub struct PruneReport {
     pub requests: u64,
     /// Notifications delivered, skipped or given up.
     pub notifications: u64,
+    /// Steps of delivery trails.
+    pub deliveries: u64,
     pub answer_links: u64,
     /// Closed sessions with nothing left.
     pub sessions: u64,
@@ -122,6 +130,7 @@ impl PruneReport {
             + self.raw_lines
             + self.requests
             + self.notifications
+            + self.deliveries
             + self.answer_links
             + self.sessions
     }
@@ -191,7 +200,7 @@ impl Store {
                 let tables: Vec<(String, i64, i64)> = sqlx::query_as(
                     "SELECT c.relname::text, pg_total_relation_size(c.oid), pg_relation_size(c.oid) / 8192 FROM pg_class c \
                      WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace \
-                     AND c.relname IN ('sessions', 'events', 'pending', 'raw_lines', 'notify_outbox', 'answer_links', 'rules', 'push_subscriptions')",
+                     AND c.relname IN ('sessions', 'events', 'pending', 'raw_lines', 'notify_outbox', 'notify_deliveries', 'answer_links', 'rules', 'push_subscriptions')",
                 )
                 .fetch_all(p)
                 .await
@@ -224,7 +233,7 @@ impl Store {
                 let on_disk: i64 = sqlx::query_scalar(
                     "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
                      WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace \
-                     AND c.relname IN ('sessions', 'events', 'pending', 'raw_lines', 'notify_outbox', 'answer_links', 'rules', 'push_subscriptions')",
+                     AND c.relname IN ('sessions', 'events', 'pending', 'raw_lines', 'notify_outbox', 'notify_deliveries', 'answer_links', 'rules', 'push_subscriptions')",
                 )
                 .fetch_one(p)
                 .await
@@ -290,11 +299,21 @@ impl Store {
             cutoff,
             ..Default::default()
         };
-        if cutoff == i64::MIN {
+        let notify_cutoff = retention
+            .notifications_max_age
+            .map_or(cutoff, |age| cutoff.max(now_ms() - age.as_millis() as i64));
+        if cutoff == i64::MIN && notify_cutoff == i64::MIN {
             return Ok(report);
         }
         let batch = retention.batch.max(1) as i64;
         for table in Table::ALL {
+            let cutoff = match table {
+                Table::Notifications | Table::Deliveries => notify_cutoff,
+                _ => cutoff,
+            };
+            if cutoff == i64::MIN {
+                continue;
+            }
             loop {
                 // A store closing mid-pass: the rest waits for the next run.
                 if self.inner.stats.closing() {
@@ -368,6 +387,7 @@ impl Store {
                                 raw_lines = r.raw_lines,
                                 requests = r.requests,
                                 notifications = r.notifications,
+                                deliveries = r.deliveries,
                                 answer_links = r.answer_links,
                                 sessions = r.sessions,
                                 took_ms = r.took.as_millis() as u64,
@@ -398,16 +418,18 @@ enum Table {
     RawLines,
     Requests,
     Notifications,
+    Deliveries,
     AnswerLinks,
     Sessions,
 }
 
 impl Table {
-    const ALL: [Table; 6] = [
+    const ALL: [Table; 7] = [
         Table::Events,
         Table::RawLines,
         Table::Requests,
         Table::Notifications,
+        Table::Deliveries,
         Table::AnswerLinks,
         Table::Sessions,
     ];
@@ -418,6 +440,7 @@ impl Table {
             Table::RawLines => &mut r.raw_lines,
             Table::Requests => &mut r.requests,
             Table::Notifications => &mut r.notifications,
+            Table::Deliveries => &mut r.deliveries,
             Table::AnswerLinks => &mut r.answer_links,
             Table::Sessions => &mut r.sessions,
         }
@@ -464,6 +487,12 @@ impl Table {
             Table::Notifications => format!(
                 "DELETE FROM notify_outbox WHERE {row} IN (SELECT {row} FROM notify_outbox WHERE state <> 'pending' \
                  AND COALESCE(done_at, created_at) < $1 LIMIT $2)"
+            ),
+            // A trail goes with its notification: once that row is gone (or when the step is
+            // past the cutoff and its row is done with).
+            Table::Deliveries => format!(
+                "DELETE FROM notify_deliveries WHERE {row} IN (SELECT d.{row} FROM notify_deliveries d WHERE d.at < $1 \
+                 AND NOT EXISTS (SELECT 1 FROM notify_outbox o WHERE o.id = d.outbox_id AND o.state = 'pending') LIMIT $2)"
             ),
             Table::AnswerLinks => format!(
                 "DELETE FROM answer_links WHERE {row} IN (SELECT {row} FROM answer_links WHERE expires_at < $1 LIMIT $2)"

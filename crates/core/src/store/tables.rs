@@ -23,7 +23,7 @@ pub struct OutboxRecord {
     /// The message id (`webhook-id`): the same on every attempt.
     pub id: String,
     pub target: String,
-    /// `request`, `turn-completed`, `turn-failed`, `test`.
+    /// `request`, `reminder` (re-notify), `escalation`, `turn-completed`, `turn-failed`, `test`.
     pub event: String,
     pub session_id: Option<String>,
     pub request_id: Option<String>,
@@ -37,6 +37,10 @@ pub struct OutboxRecord {
     pub state: String,
     pub done_at: Option<i64>,
     pub last_error: Option<String>,
+    /// The random token of the notification's open link (`/n/{id}?k=…`): whoever follows it
+    /// marks the notification opened. Kept by the first relay that queued the row.
+    #[serde(default, skip_serializing)]
+    pub open_token: Option<String>,
 }
 
 /// An answer link, as kept: the hash of its token, never the token.
@@ -63,7 +67,7 @@ pub struct PushSubscriptionRecord {
     pub created_at: i64,
 }
 
-const OUTBOX_COLUMNS: &str = "id, target, event, session_id, request_id, payload, created_at, attempts, next_at, state, done_at, last_error";
+pub(super) const OUTBOX_COLUMNS: &str = "id, target, event, session_id, request_id, payload, created_at, attempts, next_at, state, done_at, last_error, open_token";
 
 impl Store {
     fn pool(&self) -> &Pool {
@@ -107,10 +111,12 @@ impl Store {
         .map_err(StoreError::query("delete a rule"))
     }
 
-    pub async fn enqueue_notification(&self, r: &OutboxRecord) -> Result<(), StoreError> {
+    /// Queues a notification; false when a row of that id was already there (another relay of
+    /// a shared store, or an earlier pass, queued it): the id is what deduplicates.
+    pub async fn enqueue_notification(&self, r: &OutboxRecord) -> Result<bool, StoreError> {
         on_pool!(self.pool(), |p| sqlx::query(
-            "INSERT INTO notify_outbox (id, target, event, session_id, request_id, payload, created_at, attempts, next_at, state, done_at, last_error) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING"
+            "INSERT INTO notify_outbox (id, target, event, session_id, request_id, payload, created_at, attempts, next_at, state, done_at, last_error, open_token) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING"
         )
         .bind(&r.id)
         .bind(&r.target)
@@ -124,9 +130,10 @@ impl Store {
         .bind(&r.state)
         .bind(r.done_at)
         .bind(&r.last_error)
+        .bind(&r.open_token)
         .execute(p)
         .await
-        .map(|_| ()))
+        .map(|r| r.rows_affected() == 1))
         .map_err(StoreError::query("queue a notification"))
     }
 
@@ -194,20 +201,20 @@ impl Store {
         .map_err(StoreError::query("claim a notification"))
     }
 
-    /// Notifications of a request not yet sent, given up because it was answered first.
+    /// Notifications of a request not yet sent, given up because it was answered first:
+    /// `(id, target)` of each row this call skipped (none for a relay that lost the race).
     pub async fn skip_notifications_for(
         &self,
         request_id: &str,
         now: i64,
-    ) -> Result<u64, StoreError> {
-        on_pool!(self.pool(), |p| sqlx::query(
-            "UPDATE notify_outbox SET state = 'skipped', done_at = $2, last_error = 'answered before it was sent' WHERE request_id = $1 AND state = 'pending'"
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        on_pool!(self.pool(), |p| sqlx::query_as(
+            "UPDATE notify_outbox SET state = 'skipped', done_at = $2, last_error = 'answered before it was sent' WHERE request_id = $1 AND state = 'pending' RETURNING id, target"
         )
         .bind(request_id)
         .bind(now)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))
+        .fetch_all(p)
+        .await)
         .map_err(StoreError::query("skip notifications"))
     }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use codex_relay_core::store::{
-    AnswerLinkRecord, OutboxRecord, Retention, Store, StoreOptions, StoredEvent,
+    AnswerLinkRecord, DeliveryRecord, OutboxRecord, Retention, Store, StoreOptions, StoredEvent,
 };
 
 use crate::store::{Fixture, pending, session};
@@ -46,6 +46,18 @@ fn outbox(id: &str, state: &str, created_at: i64, done_at: Option<i64>) -> Outbo
         state: state.into(),
         done_at,
         last_error: None,
+        open_token: None,
+    }
+}
+
+fn step(outbox_id: &str, status: &str, at: i64) -> DeliveryRecord {
+    DeliveryRecord {
+        outbox_id: outbox_id.into(),
+        request_id: Some(format!("req-{outbox_id}")),
+        target: "hook".into(),
+        status: status.into(),
+        detail: None,
+        at,
     }
 }
 
@@ -333,7 +345,93 @@ async fn prunes_in_the_background(fx: &Fixture) {
     store.close().await.unwrap();
 }
 
+/// Notifications have their own retention (the notify file's `retention`): with nothing
+/// else pruned, outbox rows done with before it go with their delivery trails; a notification
+/// still being retried keeps its row and its whole trail however old; the events stay.
+async fn prunes_notifications_past_their_own_retention(fx: &Fixture) {
+    let store = Store::open_with(&fx.target, StoreOptions::default())
+        .await
+        .unwrap();
+    let (old, young) = (now() - 3 * DAY, now() - DAY / 2);
+    store.upsert_session(session("s", young, "idle"));
+    store.append_events((1..=5).map(|s| event_at("s", s, old + s)).collect());
+    store.flush().await.unwrap();
+    for n in [
+        outbox("done-old", "delivered", old, Some(old + 1)),
+        outbox("failed-old", "failed", old, Some(old + 1)),
+        outbox("retrying-old", "pending", old, None),
+        outbox("done-young", "delivered", young, Some(young)),
+    ] {
+        assert!(store.enqueue_notification(&n).await.unwrap());
+        for status in ["queued", "failed"] {
+            store
+                .record_delivery(&step(&n.id, status, n.created_at))
+                .await
+                .unwrap();
+        }
+    }
+    // Queued again under the same id: nothing is added (the id deduplicates).
+    assert!(
+        !store
+            .enqueue_notification(&outbox("done-old", "pending", now(), None))
+            .await
+            .unwrap()
+    );
+    let retention = Retention {
+        notifications_max_age: Some(Duration::from_millis(DAY as u64)),
+        batch: 1,
+        pause: Duration::ZERO,
+        ..Retention::default()
+    };
+    assert!(retention.enabled());
+    let report = store.prune(&retention).await.unwrap();
+    assert_eq!(
+        (report.notifications, report.deliveries, report.events),
+        (2, 4, 0),
+        "{report:?}"
+    );
+    let left: BTreeSet<String> = store
+        .notifications(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+    assert_eq!(
+        left,
+        ["retrying-old", "done-young"].map(String::from).into()
+    );
+    for (id, steps) in [
+        ("done-old", 0),
+        ("failed-old", 0),
+        ("retrying-old", 2),
+        ("done-young", 2),
+    ] {
+        assert_eq!(
+            store.deliveries_for_notification(id).await.unwrap().len(),
+            steps,
+            "{id}"
+        );
+    }
+    assert_eq!(
+        store
+            .deliveries_for_request("req-retrying-old", 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        seqs(&store, "s").await.len(),
+        5,
+        "events are not the notifications' to prune"
+    );
+    assert_eq!(store.prune(&retention).await.unwrap().rows(), 0);
+    store.close().await.unwrap();
+}
+
 crate::store::scenarios!(
+    prunes_notifications_past_their_own_retention,
     prunes_exactly_what_is_past_the_limit,
     prunes_the_oldest_past_the_size_limit,
     prunes_in_the_background,

@@ -49,6 +49,7 @@ fn page(status: StatusCode, body: &str) -> Response {
 body {{ font: 16px/1.5 system-ui, sans-serif; margin: 0; display: grid; place-items: center; min-height: 100vh; }}
 main {{ width: min(94vw, 560px); display: grid; gap: 14px; padding: 16px 0; }}
 h1 {{ font-size: 1.3rem; margin: 0; }}
+blockquote {{ margin: 0; padding: 6px 10px; border-left: 3px solid #8a94a3; white-space: pre-wrap; }}
 pre {{ white-space: pre-wrap; word-break: break-word; padding: 10px; border-radius: 8px; background: #8881; margin: 0; }}
 form {{ display: grid; gap: 10px; }}
 label {{ display: grid; gap: 4px; font-weight: 600; }}
@@ -87,32 +88,92 @@ fn refused(e: &LinkError) -> Response {
     )
 }
 
+/// The request in full, escaped: the whole command (or every file's diff), where, and the
+/// model's stated reason.
 fn describe(p: &PendingView) -> String {
     let reach = p
         .reach
         .map(|r| format!("<p class=\"reach\">{}</p>", escape(r.text())))
         .unwrap_or_default();
+    let because = |reason: &Option<String>| {
+        reason
+            .as_deref()
+            .filter(|r| !r.trim().is_empty())
+            .map(|r| {
+                format!(
+                    "<p>The model's reason:</p><blockquote class=\"reason\">{}</blockquote>",
+                    escape(r)
+                )
+            })
+            .unwrap_or_default()
+    };
     let what = match &p.details {
-        PendingDetails::CommandApproval { command, cwd, .. } => format!(
-            "<p>Codex asks to run:</p><pre>{}</pre>{}",
+        PendingDetails::CommandApproval {
+            command,
+            cwd,
+            reason,
+            ..
+        } => format!(
+            "<p>Codex asks to run:</p><pre class=\"command\">{}</pre>{}{}",
             escape(command),
             cwd.as_deref()
                 .map(|c| format!("<p>in <code>{}</code></p>", escape(c)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            because(reason)
         ),
-        PendingDetails::FileChangeApproval { changes, .. } => format!(
-            "<p>Codex asks to change:</p><pre>{}</pre>",
-            escape(
-                &changes
-                    .iter()
-                    .map(|c| c.path.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            )
+        PendingDetails::FileChangeApproval {
+            changes, reason, ..
+        } => {
+            let files: String = changes
+                .iter()
+                .map(|c| {
+                    format!(
+                        "<p><code>{}</code></p><pre class=\"diff\">{}</pre>",
+                        escape(&c.path),
+                        escape(if c.diff.is_empty() {
+                            "(no diff given)"
+                        } else {
+                            &c.diff
+                        })
+                    )
+                })
+                .collect();
+            format!("<p>Codex asks to change:</p>{files}{}", because(reason))
+        }
+        PendingDetails::PermissionsApproval {
+            permissions,
+            reason,
+            ..
+        } => format!(
+            "<p>Codex asks for these permissions:</p><pre>{}</pre>{}",
+            escape(&serde_json::to_string_pretty(permissions).unwrap_or_default()),
+            because(reason)
         ),
         _ => format!("<p>{}</p>", escape(&p.question)),
     };
     what + &reach
+}
+
+/// The answer page was shown from a genuine link: the request's notification was opened
+/// (recorded once per request; re-notify and escalation stop).
+async fn record_opened(st: &AppState, p: &PendingView) {
+    let store = st.relay.store();
+    if store.request_opened(&p.id).await.unwrap_or(true) {
+        return;
+    }
+    let _ = store
+        .record_delivery(&codex_relay_core::store::DeliveryRecord {
+            outbox_id: "answer-link".into(),
+            request_id: Some(p.id.clone()),
+            target: "answer-link".into(),
+            status: "opened".into(),
+            detail: Some("the answer link's page was shown".into()),
+            at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or_default(),
+        })
+        .await;
 }
 
 pub(crate) async fn page_get(
@@ -121,6 +182,7 @@ pub(crate) async fn page_get(
     q: &LinkQuery,
 ) -> Result<Response, LinkError> {
     let p = st.relay.check_answer_link(request, &q.t).await?;
+    record_opened(st, &p).await;
     let deny_first = q.a.as_deref() == Some("deny");
     let token = escape(&q.t);
     let approve = format!(
@@ -181,5 +243,70 @@ pub(crate) async fn submit(
             ),
         ),
         Err(e) => refused(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use codex_relay_core::answer::PendingKind;
+    use codex_relay_core::{PendingDetails, PendingView};
+    use codex_relay_protocol::v2::FileUpdateChange;
+
+    fn view(kind: PendingKind, details: PendingDetails) -> PendingView {
+        PendingView {
+            id: "r1".into(),
+            session_id: "s1".into(),
+            kind,
+            question: "?".into(),
+            options: vec![],
+            details,
+            turn: None,
+            created_at: 0,
+            deadline: 0,
+            agent: None,
+            invoke: None,
+            reach: None,
+        }
+    }
+
+    /// A file change's page shows every file's whole diff and the model's reason, escaped.
+    #[test]
+    fn a_file_change_shows_every_diff_and_the_reason_escaped() {
+        let html = super::describe(&view(
+            PendingKind::FileChangeApproval,
+            PendingDetails::FileChangeApproval {
+                reason: Some("needs <em>both</em> & more".into()),
+                grant_root: None,
+                item_id: None,
+                changes: vec![
+                    FileUpdateChange {
+                        path: "a.html".into(),
+                        kind: serde_json::json!({"type": "add"}),
+                        diff: "+<script>alert('x')</script>\n".into(),
+                    },
+                    FileUpdateChange {
+                        path: "b\".txt".into(),
+                        kind: serde_json::json!({"type": "update"}),
+                        diff: "-old\n+new\n".into(),
+                    },
+                ],
+            },
+        ));
+        assert!(
+            html.contains("+&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"),
+            "{html}"
+        );
+        assert!(
+            html.contains("b&quot;.txt") && html.contains("-old\n+new"),
+            "{html}"
+        );
+        assert!(
+            html.contains("needs &lt;em&gt;both&lt;/em&gt; &amp; more"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("<script>") && !html.contains("<em>"),
+            "{html}"
+        );
     }
 }

@@ -3,4 +3,5 @@
 //! One module per scenario file in this directory (a test's name is `<file>::<test>`, so
 //! `cargo test -p <crate> --test all <file>` runs one file), as in every crate of the workspace.
 
+mod escalation;
 mod webhooks;

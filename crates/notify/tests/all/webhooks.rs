@@ -18,43 +18,51 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const WAIT: Duration = Duration::from_secs(90);
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const WAIT: Duration = Duration::from_secs(90);
 
 #[derive(Debug, Clone)]
-struct Hit {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub(crate) struct Hit {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 impl Hit {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
     }
 }
 
 /// An HTTP/1.1 receiver on a fixed port that can go away and come back.
-struct Receiver {
-    port: u16,
+pub(crate) struct Receiver {
+    pub port: u16,
     hits: Arc<Mutex<Vec<Hit>>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The status every request gets (200 unless told).
+    status: Arc<std::sync::atomic::AtomicU16>,
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub async fn start() -> Receiver {
+        Self::answering(200).await
+    }
+
+    /// A receiver that answers every request with `status`.
+    pub async fn answering(status: u16) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let mut r = Receiver {
             port,
             hits: Arc::default(),
             task: None,
+            status: Arc::new(status.into()),
         };
         r.serve(listener);
         r
@@ -62,6 +70,7 @@ impl Receiver {
 
     fn serve(&mut self, listener: TcpListener) {
         let hits = self.hits.clone();
+        let status = self.status.clone();
         self.task = Some(tokio::spawn(async move {
             loop {
                 let Ok((mut sock, _)) = listener.accept().await else {
@@ -114,8 +123,14 @@ impl Receiver {
                     headers,
                     body: buf[head_end..].to_vec(),
                 });
+                let code = status.load(std::sync::atomic::Ordering::Relaxed);
                 let _ = sock
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 {code} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        )
+                        .as_bytes(),
+                    )
                     .await;
             }
         }));
@@ -135,11 +150,17 @@ impl Receiver {
         self.serve(listener);
     }
 
-    fn hits(&self) -> Vec<Hit> {
+    /// What the receiver answers from now on.
+    pub fn set_status(&self, status: u16) {
+        self.status
+            .store(status, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn hits(&self) -> Vec<Hit> {
         self.hits.lock().unwrap().clone()
     }
 
-    async fn until(&self, what: &str, pred: impl Fn(&[Hit]) -> bool) -> Vec<Hit> {
+    pub async fn until(&self, what: &str, pred: impl Fn(&[Hit]) -> bool) -> Vec<Hit> {
         let deadline = Instant::now() + WAIT;
         loop {
             let hits = self.hits();
@@ -155,7 +176,7 @@ impl Receiver {
     }
 }
 
-async fn until(
+pub(crate) async fn until(
     relay: &Relay,
     id: &str,
     what: &str,
@@ -175,7 +196,7 @@ async fn until(
     }
 }
 
-fn session(cwd: &str, prompt: &str, policy: ApprovalPolicy) -> CreateOptions {
+pub(crate) fn session(cwd: &str, prompt: &str, policy: ApprovalPolicy) -> CreateOptions {
     CreateOptions {
         prompt: Some(prompt.into()),
         cwd: Some(cwd.into()),
@@ -393,9 +414,12 @@ format = "slack"
     );
     let body = hit.json();
     assert_eq!(body["type"], "request.opened");
-    assert_eq!(
-        body["data"]["openUrl"],
-        format!("https://relay.example.test/#/s/{a}?request={request}")
+    // The open link goes through the relay (`/n/<message id>?k=<token>`), which records
+    // that it was opened and sends the browser on to the request's card.
+    let open = body["data"]["openUrl"].as_str().unwrap();
+    assert!(
+        open.starts_with(&format!("https://relay.example.test/n/{id}?k=")),
+        "{open}"
     );
     assert!(
         body["data"]["text"]
@@ -413,9 +437,15 @@ format = "slack"
         "{ntfy:?}"
     );
     let slack = hits.iter().find(|h| h.path == "/slack").unwrap().json();
-    assert_eq!(
-        slack["blocks"][1]["elements"][0]["url"],
-        body["data"]["openUrl"]
+    // Each target's notification has an open link of its own.
+    assert!(
+        slack["blocks"][1]["elements"][0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(
+                "https://relay.example.test/n/msg_{request}_chat?k="
+            )),
+        "{slack}"
     );
     let b2_end = hits
         .iter()
@@ -431,6 +461,24 @@ format = "slack"
     assert!(
         row.attempts >= 4,
         "retried while the receiver was down: {row:?}"
+    );
+    // Its delivery trail: queued, each failed attempt with the reason, then sent.
+    let trail = relay.store().deliveries_for_notification(id).await.unwrap();
+    let statuses: Vec<&str> = trail.iter().map(|d| d.status.as_str()).collect();
+    assert_eq!(statuses.first(), Some(&"queued"), "{trail:#?}");
+    assert_eq!(statuses.last(), Some(&"sent"), "{trail:#?}");
+    let failed: Vec<_> = trail.iter().filter(|d| d.status == "failed").collect();
+    assert_eq!(failed.len() as i64, row.attempts - 1, "{trail:#?}");
+    assert!(
+        failed.iter().all(|d| d
+            .detail
+            .as_deref()
+            .is_some_and(|t| t.contains("retrying in"))),
+        "{trail:#?}"
+    );
+    assert_eq!(
+        trail.last().unwrap().detail.as_deref(),
+        Some("the receiver answered 200 OK")
     );
 
     // The answer link: bound to its request, single-use, expiring, unforgeable.
