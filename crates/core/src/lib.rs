@@ -57,6 +57,7 @@ pub mod modes;
 mod op;
 pub mod options;
 pub mod pending;
+pub mod people;
 mod placement;
 pub mod policy;
 pub mod pool;
