@@ -2,6 +2,7 @@
 //! ETag of their content and `304 Not Modified` when it matches, and the login form.
 
 mod answer;
+mod invite;
 mod login;
 
 use axum::extract::Path;
@@ -107,6 +108,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             get(|h: HeaderMap| async move { named("manifest.webmanifest", &h) }),
         )
         .route("/answer/{request}", get(answer::show).post(answer::submit))
+        .route("/invite/{code}", get(invite::show).post(invite::accept))
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", axum::routing::post(login::logout))
 }
