@@ -253,5 +253,5 @@ pub struct Resolution {
     /// The person who answered, when a signed-in person did (their name, id, role, front and
     /// device); `by` keeps the front's word.
     #[serde(default, rename = "byUser", skip_serializing_if = "Option::is_none")]
-    pub by_user: Option<crate::people::Person>,
+    pub by_user: Option<crate::person::Person>,
 }

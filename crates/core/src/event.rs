@@ -181,7 +181,7 @@ pub enum Ev {
         reason: Option<String>,
         /// The person who answered (name, id, role, front, device), when one signed in did.
         #[serde(default, rename = "byUser", skip_serializing_if = "Option::is_none")]
-        by_user: Option<Box<crate::people::Person>>,
+        by_user: Option<Box<crate::person::Person>>,
         /// The request itself, when a rule answered it as it opened (no `request-opened`
         /// went before: nobody was asked).
         #[serde(default, skip_serializing_if = "Option::is_none")]

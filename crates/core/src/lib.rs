@@ -58,6 +58,7 @@ mod op;
 pub mod options;
 pub mod pending;
 pub mod people;
+pub mod person;
 mod placement;
 pub mod policy;
 pub mod pool;

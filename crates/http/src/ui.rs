@@ -83,6 +83,7 @@ static ASSETS: &[Asset] = &[
     asset!("rules.js", JS),
     asset!("ruleform.js", JS),
     asset!("notify.js", JS),
+    asset!("audit.js", JS),
     asset!("sw.js", JS),
     asset!("manifest.webmanifest", "application/manifest+json"),
     asset!("icon-192.png", "image/png"),
