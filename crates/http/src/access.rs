@@ -222,7 +222,7 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
 
 fn matches(pattern: &str, path: &str) -> bool {
     let mut p = pattern.split('/');
-    let mut s = path.trim_end_matches('/').split('/');
+    let mut s = path.split('/');
     loop {
         match (p.next(), s.next()) {
             (Some("*"), Some(seg)) => return !seg.is_empty(),
@@ -371,6 +371,11 @@ mod tests {
         assert_eq!(need("POST", "/api/rules").role, Admin);
         assert_eq!(need("DELETE", "/api/rules/x").action, Some("rule.delete"));
         assert_eq!(need("GET", "/ui/app.js").scope, Open);
+        assert_eq!(
+            (need("GET", "/").role, need("GET", "/").scope),
+            (Viewer, Open)
+        );
+        assert_eq!(need("GET", "/api/sessions/").scope, Filtered);
         assert_eq!(need("PUT", "/api/sessions").role, Admin);
         assert_eq!(need("GET", "/api/secret-thing").role, Admin);
         assert_eq!(need("GET", "/api/sessions//x").role, Admin);

@@ -15,7 +15,7 @@ export function auditView(root) {
   const error = h('p', { class: 'form-error', role: 'alert' });
   const people = h('ul', { class: 'rules', 'aria-label': 'Users and tokens' });
   const invited = h('p', { class: 'meta', role: 'status' });
-  const name = h('input', { name: 'name', required: true, 'aria-label': 'Name' });
+  const name = h('input', { name: 'name', required: true, placeholder: 'name to invite', 'aria-label': 'Name' });
   const role = h('select', { name: 'role', 'aria-label': 'Role' }, ...ROLES.map((r) => h('option', { value: r }, r)));
   const invite = h('form', { class: 'actions', onsubmit: async (e) => {
     e.preventDefault();

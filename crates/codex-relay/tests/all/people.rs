@@ -310,3 +310,62 @@ async fn cluster_postgres_roles_and_a_revocation_holds_on_every_instance() {
     b.stop().await;
     bed.assert_no_codex_left().await;
 }
+
+/// The invitation and the People view in real Chromium (skipped, counted, where the browser
+/// cannot be had): the invited viewer is signed in by the link and refused the admin's view;
+/// the link works once; the admin sees the user and the audit log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invitation_in_the_browser_and_the_people_view() {
+    let Some((node, _codex)) = crate::browser::set_up(codex_relay_testkit::NEWEST) else {
+        return;
+    };
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
+    let relay = HttpRelay::start(bed.args(120_000)).await;
+    let admin = Client::new(&relay.url);
+    let r = admin
+        .post(
+            "/api/invitations",
+            &json!({"name": "Paula Viewer", "role": "viewer"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let path = r.json()["path"].as_str().unwrap().to_owned();
+    let url = relay.url.trim_end_matches("/mcp").to_owned();
+    let findings: Value = tokio::task::spawn_blocking(move || {
+        crate::browser::drive_script_with(
+            &node,
+            "people.mjs",
+            &url,
+            "people",
+            crate::browser::LogIn::Token(codex_relay_testkit::RELAY_TEST_TOKEN.to_owned()),
+            &[("INVITE_PATH", path)],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(findings["token"], true, "{findings}");
+    assert!(
+        findings["again"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already used"),
+        "{findings}"
+    );
+    assert!(
+        findings["denied"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Paula Viewer"),
+        "{findings}"
+    );
+    // The audit log in the store says the same.
+    let r = admin.get("/api/audit?action=access.denied").await;
+    let entries = r.json()["entries"].as_array().unwrap().clone();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["person"]["name"] == "Paula Viewer" && e["person"]["front"] == "ui"),
+        "{entries:?}"
+    );
+    relay.stop().await;
+}
