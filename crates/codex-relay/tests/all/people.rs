@@ -173,6 +173,54 @@ async fn scenario(bed: &Bed, a: &HttpRelay, b: Option<&HttpRelay>) {
     assert_eq!(resolved[0]["by"], "http");
     assert_eq!(resolved[0]["byUser"]["name"], "Ivan Invited");
 
+    // A token limited to some sessions sees and acts on those only: it cannot list, read or
+    // stream the others, nor the relay-wide stream, nor start one.
+    let scoped = |sessions: Value| {
+        let admin = admin.clone();
+        async move {
+            let r = admin
+                .post(
+                    "/api/tokens",
+                    &json!({"user": "Otto Operator", "sessions": sessions}),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{}", r.text());
+            bearer(&a.url, r.json()["token"].as_str().unwrap())
+        }
+    };
+    let mine = scoped(json!([id])).await;
+    let other = scoped(json!(["some-other-session"])).await;
+    let listed = |r: Resp| -> Vec<Value> {
+        r.json()["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].clone())
+            .collect()
+    };
+    assert_eq!(listed(mine.get("/api/sessions").await), vec![json!(id)]);
+    assert_eq!(
+        listed(other.get("/api/sessions").await),
+        Vec::<Value>::new()
+    );
+    assert_eq!(mine.get(&format!("/api/sessions/{id}")).await.status, 200);
+    let r = other.get(&format!("/api/sessions/{id}")).await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(
+        r.text().contains("outside this token's sessions"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        other
+            .get(&format!("/api/sessions/{id}/events"))
+            .await
+            .status,
+        403
+    );
+    assert_eq!(mine.get("/api/stream").await.status, 403);
+    assert_eq!(mine.post("/api/sessions", &start).await.status, 403);
+
     // The admin token can do all: change rules.
     let r = admin.post("/api/rules", &rule).await;
     assert_eq!(r.status, 200, "{}", r.text());
