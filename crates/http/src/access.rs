@@ -281,6 +281,15 @@ fn tool_role(name: &str, args: &Value) -> Role {
         {
             Viewer
         }
+        // With nothing to change it only reads.
+        "codex_limits"
+            if ["budget", "deadlineSeconds", "idleSeconds", "prices"]
+                .iter()
+                .all(|k| args.get(k).is_none_or(Value::is_null)) =>
+        {
+            Viewer
+        }
+        "codex_thread" if args.get("op").and_then(Value::as_str) == Some("models") => Viewer,
         "codex_start" | "codex_say" | "codex_interrupt" | "codex_limits" | "codex_worktree"
         | "codex_thread" => Operator,
         // A tool this table does not know: only the admin.
@@ -404,6 +413,13 @@ mod tests {
             Operator
         );
         assert_eq!(call("codex_worktree", json!({})).role, Viewer);
+        assert_eq!(call("codex_limits", json!({"sessionId": "s"})).role, Viewer);
+        assert_eq!(
+            call("codex_limits", json!({"budget": {"turns": 1}})).role,
+            Operator
+        );
+        assert_eq!(call("codex_thread", json!({"op": "models"})).role, Viewer);
+        assert_eq!(call("codex_thread", json!({"op": "fork"})).role, Operator);
         assert_eq!(call("codex_new_thing", json!({})).role, Admin);
         assert_eq!(
             mcp_need(&json!({"method": "tools/list", "id": 2})).role,

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::common::{Bed, HttpRelay};
+use crate::common::{Bed, Driver, HttpRelay, Sdk};
 use crate::http_support::{Client, Resp};
 use codex_relay_testkit::Reply;
 use serde_json::{Value, json};
@@ -416,4 +416,95 @@ async fn an_invitation_in_the_browser_and_the_people_view() {
         "{entries:?}"
     );
     relay.stop().await;
+}
+
+/// Over MCP (the official TypeScript SDK over HTTP) with personal tokens: the viewer's
+/// `codex_respond` is refused before it runs; the approver's answers the real request, and the
+/// tool's answer, the status items and the audit log name the approver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_answers_over_mcp_and_is_named() {
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
+    bed.model.route(
+        "PEOPLE-MCP",
+        [
+            Reply::exec("touch by-mcp.txt", "people-mcp-1"),
+            Reply::text("done over mcp"),
+        ],
+    );
+    let relay = HttpRelay::start(bed.args(120_000)).await;
+    let admin = Client::new(&relay.url);
+    let (_, vic) = user_with_token(&admin, "Vic Viewer", "viewer").await;
+    let (_, mia) = user_with_token(&admin, "Mia Approver", "approver").await;
+    let ws = bed.home.workspace().to_path_buf();
+    let r = admin
+        .post(
+            "/api/sessions",
+            &json!({"prompt": "PEOPLE-MCP: make a file", "cwd": ws,
+                "approvalPolicy": "untrusted", "sandbox": "workspace-write"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let asked = view_until(&admin, &id, "the request opens", |v| {
+        v["pending"][0]["id"].is_string()
+    })
+    .await;
+    let request = asked["pending"][0]["id"].as_str().unwrap().to_owned();
+    let answer = json!({"sessionId": id, "id": request, "answers": ["approve"]});
+
+    let mut viewer = Driver::spawn(Sdk::Node).await;
+    viewer.connect_http_with_token(&relay.url, &vic).await;
+    let refused = viewer.call("codex_respond", answer.clone()).await;
+    assert!(
+        refused.get("thrown").is_some() || refused["isError"] == true,
+        "{refused}"
+    );
+    viewer.close().await;
+    assert!(
+        admin.get(&format!("/api/sessions/{id}")).await.json()["pending"][0]["id"]
+            == request.as_str(),
+        "the viewer's answer did nothing"
+    );
+
+    let mut approver = Driver::spawn(Sdk::Node).await;
+    approver.connect_http_with_token(&relay.url, &mia).await;
+    let out = approver.ok("codex_respond", answer).await;
+    assert_eq!(out["decision"], "approve", "{out}");
+    assert_eq!(out["answeredByUser"]["name"], "Mia Approver", "{out}");
+    let (done, _) = approver
+        .status_until(&id, TURN, |s| {
+            s["status"] == "done" || s["status"] == "idle"
+        })
+        .await;
+    let item = done["itemEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["itemType"] == "approval")
+        .cloned()
+        .unwrap_or_else(|| panic!("an approval item: {done}"));
+    assert_eq!(item["answeredBy"], "mcp", "{item}");
+    assert_eq!(item["answeredByUser"]["name"], "Mia Approver", "{item}");
+    approver.close().await;
+    assert!(ws.join("by-mcp.txt").exists());
+
+    let r = admin.get("/api/audit?user=Mia%20Approver").await;
+    let entries = r.json()["entries"].as_array().unwrap().clone();
+    let answered = entries
+        .iter()
+        .find(|e| e["action"] == "mcp.codex_respond")
+        .unwrap_or_else(|| panic!("{entries:?}"));
+    assert_eq!(answered["request"], request.as_str());
+    assert_eq!(answered["decision"], "approve");
+    assert_eq!(answered["person"]["front"], "mcp");
+    let r = admin
+        .get("/api/audit?user=Vic%20Viewer&action=access.denied")
+        .await;
+    assert!(
+        !r.json()["entries"].as_array().unwrap().is_empty(),
+        "{}",
+        r.text()
+    );
+    relay.stop().await;
+    bed.assert_no_codex_left().await;
 }
