@@ -4,8 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::{
-    daemon_threads, export, health, notify, permission, rate_limits, relay_stream, rules, sessions,
-    sse, threads, worktree,
+    daemon_threads, export, health, notify, people, permission, rate_limits, relay_stream, rules,
+    sessions, sse, threads, worktree,
 };
 
 #[derive(OpenApi)]
@@ -20,6 +20,9 @@ use crate::{
         worktree::diff, worktree::export, worktree::merge,
         permission::respond, permission::pending, rules::list, rules::put, rules::delete,
         rules::suggest, notify::list, notify::key, notify::subscribe, notify::unsubscribe,
+        people::me, people::list_users, people::create_user, people::update_user,
+        people::list_tokens, people::create_token, people::revoke_token,
+        people::list_invitations, people::create_invitation, people::audit, people::export,
         health::healthz, health::metrics, document,
     ),
     modifiers(&BearerAuth),

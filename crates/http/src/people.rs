@@ -11,10 +11,11 @@ use axum::response::{IntoResponse, Response};
 use codex_relay_core::people::{AuditQuery, People, PeopleError, Person, Role};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::auth::Principal;
-use crate::error::{ApiError, Body};
+use crate::error::{ApiError, Body, ErrorBody};
 use crate::gate::Client;
 
 /// How long an invitation lasts unless told: a week.
@@ -65,6 +66,8 @@ fn parse_role(s: &str) -> Result<Role, ApiError> {
 }
 
 /// `GET /api/me`: who this request is, with which role and sessions.
+#[utoipa::path(get, path = "/api/me", tag = "people",
+    responses((status = 200, description = "{person: {id, name, role, front, device?}, sessions}")))]
 pub async fn me(
     who: Option<axum::Extension<Principal>>,
     person: Option<axum::Extension<Person>>,
@@ -76,16 +79,20 @@ pub async fn me(
     Json(json!({"person": person.map(|p| p.0), "sessions": sessions}))
 }
 
+#[utoipa::path(get, path = "/api/users", tag = "people",
+    responses((status = 200, description = "{users: [...]}"), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn list_users(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({"users": people(&st).users().await?})))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct NewUser {
     pub name: String,
     pub role: String,
 }
 
+#[utoipa::path(post, path = "/api/users", tag = "people", request_body = NewUser,
+    responses((status = 201, description = "the user"), (status = 409, body = ErrorBody), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn create_user(
     State(st): State<AppState>,
     person: Option<axum::Extension<Person>>,
@@ -98,13 +105,15 @@ pub async fn create_user(
     Ok((StatusCode::CREATED, Json(json!(user))))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct UserChange {
     pub role: Option<String>,
     pub disabled: Option<bool>,
 }
 
 /// `POST /api/users/{id}`: a new role, or disabled (every token and login refused at once).
+#[utoipa::path(post, path = "/api/users/{id}", tag = "people", request_body = UserChange,
+    responses((status = 200, description = "the user"), (status = 404, body = ErrorBody), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn update_user(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -115,11 +124,14 @@ pub async fn update_user(
     Ok(Json(json!(user)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct TokensQuery {
     pub user: Option<String>,
 }
 
+#[utoipa::path(get, path = "/api/tokens", tag = "people", params(TokensQuery),
+    responses((status = 200, description = "{tokens: [...]} (never a secret)"), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn list_tokens(
     State(st): State<AppState>,
     Query(q): Query<TokensQuery>,
@@ -129,7 +141,7 @@ pub async fn list_tokens(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct NewToken {
     /// The user's id or name.
     pub user: String,
@@ -139,6 +151,8 @@ pub struct NewToken {
 }
 
 /// `POST /api/tokens`: the secret is in this answer only.
+#[utoipa::path(post, path = "/api/tokens", tag = "people", request_body = NewToken,
+    responses((status = 201, description = "{token, id, ...}: the secret, this once"), (status = 422, body = ErrorBody), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn create_token(
     State(st): State<AppState>,
     Body(t): Body<NewToken>,
@@ -150,6 +164,8 @@ pub async fn create_token(
     Ok((StatusCode::CREATED, Json(json!(made))))
 }
 
+#[utoipa::path(delete, path = "/api/tokens/{id}", tag = "people",
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn revoke_token(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -158,13 +174,15 @@ pub async fn revoke_token(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(get, path = "/api/invitations", tag = "people",
+    responses((status = 200, description = "{invitations: [...]}"), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn list_invitations(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(
         json!({"invitations": people(&st).invitations().await?}),
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewInvitation {
     pub name: String,
@@ -176,6 +194,8 @@ pub struct NewInvitation {
 
 /// `POST /api/invitations`: the link (shown this once) makes the named user when opened and
 /// accepted, once.
+#[utoipa::path(post, path = "/api/invitations", tag = "people", request_body = NewInvitation,
+    responses((status = 201, description = "{id, name, role, expiresAt, path, url}: the link, this once"), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn create_invitation(
     State(st): State<AppState>,
     person: Option<axum::Extension<Person>>,
@@ -206,7 +226,8 @@ pub async fn create_invitation(
 
 /// The audit filters: `user` (id or name), `action` (or a prefix ending in `.`), `session`,
 /// `since`/`until` (Unix ms), `after` (a `seq`), `limit`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditParams {
     pub user: Option<String>,
     pub action: Option<String>,
@@ -241,6 +262,8 @@ impl AuditParams {
 }
 
 /// `GET /api/audit`: entries matching the filters, oldest first (`nextAfter` pages on).
+#[utoipa::path(get, path = "/api/audit", tag = "people", params(AuditParams),
+    responses((status = 200, description = "{entries: [...], nextAfter}"), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn audit(
     State(st): State<AppState>,
     Query(q): Query<AuditParams>,
@@ -254,6 +277,8 @@ pub async fn audit(
 }
 
 /// `GET /api/audit/export`: the same as JSON Lines (one entry a line), up to 10 000 a call.
+#[utoipa::path(get, path = "/api/audit/export", tag = "people", params(AuditParams),
+    responses((status = 200, content_type = "application/x-ndjson", description = "one audit entry a line"), (status = 403, body = ErrorBody, description = "forbidden_role: needs admin")))]
 pub async fn export(
     State(st): State<AppState>,
     Query(mut q): Query<AuditParams>,
