@@ -68,11 +68,11 @@ async fn scenario(bed: &Bed, a: &HttpRelay, b: Option<&HttpRelay>) {
     let ws = bed.home.workspace().to_path_buf();
     let admin = Client::new(&a.url);
     let (vera_tok_id, vera_secret) = user_with_token(&admin, "Vera Viewer", "viewer").await;
-    let (_, april) = user_with_token(&admin, "April Approver", "approver").await;
+    let (_, april_secret) = user_with_token(&admin, "April Approver", "approver").await;
     let (_, otto) = user_with_token(&admin, "Otto Operator", "operator").await;
     let (vera, april, otto) = (
         bearer(&a.url, &vera_secret),
-        bearer(&a.url, &april),
+        bearer(&a.url, &april_secret),
         bearer(&a.url, &otto),
     );
 
@@ -243,6 +243,18 @@ async fn scenario(bed: &Bed, a: &HttpRelay, b: Option<&HttpRelay>) {
             "the other instance refuses it too: {}",
             r.text()
         );
+    }
+    // A disabled user (a colleague who left) is refused at once, on every instance.
+    let april_b = b.map(|b| bearer(&b.url, &april_secret));
+    assert_eq!(april.get("/api/sessions").await.status, 200);
+    let r = admin
+        .post("/api/users/April%20Approver", &json!({"disabled": true}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json()["disabledAt"].is_i64(), "{}", r.text());
+    assert_eq!(april.get("/api/sessions").await.status, 401);
+    if let Some(ab) = &april_b {
+        assert_eq!(ab.get("/api/sessions").await.status, 401);
     }
     let listed = admin.get("/api/tokens").await.json();
     let row = listed["tokens"]
