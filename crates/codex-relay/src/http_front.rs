@@ -199,6 +199,8 @@ impl HttpArgs {
         notify: NotifyFront,
         stop: tokio_util::sync::CancellationToken,
     ) -> axum::Router {
+        // Personal tokens are checked against the relay's store (shared by the cluster).
+        credentials.set_people(relay.people());
         let opts = HttpOptions {
             credentials: credentials.clone(),
             vapid_public_key: notify.vapid_public_key,

@@ -277,7 +277,7 @@ impl Relay {
         // leaves it usable, and using it again answers or says who answered, never twice.
         let by = Decider::AnswerLink;
         let resolution = self
-            .decide(&row.session_id, request_id, answer, by)
+            .decide(&row.session_id, request_id, answer, by, None)
             .await
             .map_err(|e| match e {
                 RelayError::AlreadyResolved { decision, by, .. } => {

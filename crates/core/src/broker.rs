@@ -268,6 +268,18 @@ impl Broker {
         answer: Answer,
         by: Decider,
     ) -> Result<Resolution, RelayError> {
+        self.answer_as(session_id, id, answer, by, None).await
+    }
+
+    /// [`Broker::answer`], naming the signed-in person who answered.
+    pub async fn answer_as(
+        &self,
+        session_id: &str,
+        id: &str,
+        answer: Answer,
+        by: Decider,
+        by_user: Option<crate::people::Person>,
+    ) -> Result<Resolution, RelayError> {
         let (entry, reply) = {
             let mut st = self.lock();
             let Some(entry) = st.open.get(id).filter(|e| e.view.session_id == session_id) else {
@@ -294,6 +306,7 @@ impl Broker {
                 decision: reply.decision.clone(),
                 by,
                 reason: reply.reason.clone(),
+                by_user,
             };
             let entry = st.take(id, &resolution).expect("present");
             (entry, (reply, resolution))
@@ -502,6 +515,7 @@ fn resolution_of(entry: &Entry, ending: &Ending, by: Decider) -> Resolution {
         decision,
         by,
         reason,
+        by_user: None,
     }
 }
 

@@ -251,6 +251,7 @@ async fn a_rule_answers_as_the_request_opens_and_nobody_is_asked() {
                 by,
                 reason,
                 request,
+                ..
             } => (
                 format!("{id}:{}", decision.as_str()),
                 by.as_str().to_owned(),

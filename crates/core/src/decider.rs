@@ -250,4 +250,8 @@ pub struct Resolution {
     /// closing, the relay restarting or shutting down.
     pub by: Decider,
     pub reason: Option<String>,
+    /// The person who answered, when a signed-in person did (their name, id, role, front and
+    /// device); `by` keeps the front's word.
+    #[serde(default, rename = "byUser", skip_serializing_if = "Option::is_none")]
+    pub by_user: Option<crate::person::Person>,
 }

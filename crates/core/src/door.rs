@@ -20,13 +20,28 @@ impl Relay {
         answer: Answer,
         by: Decider,
     ) -> Result<Resolution, RelayError> {
+        self.respond_as(session_id, request_id, answer, by, None)
+            .await
+    }
+
+    /// [`Relay::respond`], naming the signed-in person who answered (recorded as the
+    /// resolution's `byUser`, beside the front's word in `by`).
+    pub async fn respond_as(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: Answer,
+        by: Decider,
+        person: Option<crate::people::Person>,
+    ) -> Result<Resolution, RelayError> {
         if let Some(message) = by.refusal() {
             return Err(RelayError::InvalidAnswer {
                 id: request_id.to_owned(),
                 message,
             });
         }
-        self.decide(session_id, request_id, answer, by).await
+        self.decide(session_id, request_id, answer, by, person)
+            .await
     }
 
     /// The door: answers request `request_id` of `session_id` as `by` wherever it is. On the
@@ -40,6 +55,7 @@ impl Relay {
         request_id: &str,
         answer: Answer,
         by: Decider,
+        person: Option<crate::people::Person>,
     ) -> Result<Resolution, RelayError> {
         self.check_writable()?;
         if self.known_anywhere(session_id).await?.remote {
@@ -48,6 +64,7 @@ impl Relay {
                 request: request_id.to_owned(),
                 answer,
                 by,
+                person,
             };
             return crate::op::reply_of(&self.placement().carry(&self.host(), op.into()).await?);
         }
@@ -60,7 +77,7 @@ impl Relay {
         let resolution = self
             .inner
             .broker
-            .answer(session_id, request_id, answer, by)
+            .answer_as(session_id, request_id, answer, by, person)
             .await?;
         // The caller hears of the answer once the log has it.
         self.confirm_stored(epoch).await?;

@@ -179,6 +179,9 @@ pub enum Ev {
         by: crate::decider::Decider,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The person who answered (name, id, role, front, device), when one signed in did.
+        #[serde(default, rename = "byUser", skip_serializing_if = "Option::is_none")]
+        by_user: Option<Box<crate::person::Person>>,
         /// The request itself, when a rule answered it as it opened (no `request-opened`
         /// went before: nobody was asked).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -346,6 +349,7 @@ pub fn request_resolved(r: &crate::decider::Resolution) -> Ev {
         decision: r.decision.clone(),
         by: r.by.clone(),
         reason: r.reason.clone(),
+        by_user: r.by_user.clone().map(Box::new),
         request: None,
     }
 }
@@ -358,6 +362,7 @@ pub fn request_ruled(r: &crate::decider::Resolution, view: &crate::pending::Pend
         decision: r.decision.clone(),
         by: r.by.clone(),
         reason: r.reason.clone(),
+        by_user: None,
         request: Some(Box::new(view.clone())),
     }
 }

@@ -57,6 +57,8 @@ pub mod modes;
 mod op;
 pub mod options;
 pub mod pending;
+pub mod people;
+pub mod person;
 mod placement;
 pub mod policy;
 pub mod pool;

@@ -121,6 +121,27 @@ pub enum Principal {
     Token,
     Login(String),
     Open,
+    /// A named user's personal token (as a Bearer header, or as the browser login cookie an
+    /// invitation or the login form set), checked against the store on this request.
+    User(codex_relay_core::people::Grant),
+}
+
+impl Principal {
+    /// The role it acts with: the relay's token, its logins and `--no-auth` are the admin.
+    pub fn role(&self) -> codex_relay_core::people::Role {
+        match self {
+            Self::User(g) => g.role,
+            _ => codex_relay_core::people::Role::Admin,
+        }
+    }
+
+    /// Whether it may see session `id` (a token limited to some sessions sees only those).
+    pub fn covers(&self, id: &str) -> bool {
+        match self {
+            Self::User(g) => g.covers(id),
+            _ => true,
+        }
+    }
 }
 
 /// How the request presented a credential.
@@ -141,6 +162,8 @@ pub struct Credentials {
     failures: Mutex<HashMap<ThrottleKey, Vec<u64>>>,
     /// Where logins are kept across restarts (as hashes), if anywhere.
     logins_file: Option<PathBuf>,
+    /// The relay's people (users and their tokens), once the relay is open.
+    people: std::sync::OnceLock<codex_relay_core::people::People>,
 }
 
 impl Credentials {
@@ -157,7 +180,17 @@ impl Credentials {
             once: Mutex::new(None),
             failures: Mutex::new(HashMap::new()),
             logins_file,
+            people: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Lets personal tokens in: checked against `people`'s store on every use. Set once.
+    pub fn set_people(&self, people: codex_relay_core::people::People) {
+        let _ = self.people.set(people);
+    }
+
+    pub fn people(&self) -> Option<&codex_relay_core::people::People> {
+        self.people.get()
     }
 
     /// Whether a token is required.

@@ -24,6 +24,8 @@ pub struct Gate {
     pub credentials: Arc<Credentials>,
     pub cors_origins: Vec<String>,
     pub trusted_proxies: Vec<IpAddr>,
+    /// The largest body: what an MCP message the gate reads (to find its tool) may be.
+    pub body_limit: usize,
 }
 
 /// Where the request came from, as the routes see it (with a trusted proxy: the client
@@ -167,7 +169,8 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
     let creds = &gate.credentials;
     let path = req.uri().path();
     // The login pages check credentials themselves (and are throttled there); an answer link
-    // is its own credential (signed, single-use, for one request); the app's manifest, worker
+    // is its own credential (signed, single-use, for one request), and so is an invitation
+    // (single-use, it makes its user); the app's manifest, worker
     // and icons are static and fetched by the browser without the login cookie.
     let open_path = matches!(
         path,
@@ -178,12 +181,20 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
             | "/ui/icon-192.png"
             | "/ui/icon-512.png"
     ) || path.starts_with("/answer/")
+        || path.starts_with("/invite/")
         || path.starts_with("/n/");
     // A correct credential is never throttled (or anyone sharing the client's address could
     // lock it out); a wrong one past the budget gets 429 instead of 401.
     let (principal, via) = if let Some(token) = bearer(req.headers()) {
         if creds.is_token(token) {
             (Principal::Token, Via::Bearer)
+        } else if creds.required()
+            && let Some(grant) = match personal(creds, token).await {
+                Ok(g) => g,
+                Err(res) => return res,
+            }
+        {
+            (Principal::User(grant), Via::Bearer)
         } else if creds.required() {
             let wait = creds.throttled(client.ip);
             creds.failed(client.ip);
@@ -194,6 +205,15 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
         } else {
             (Principal::Open, Via::None)
         }
+    } else if let Some(cookie) = login_cookie(req.headers())
+        && creds.required()
+        && cookie.starts_with(codex_relay_core::people::TOKEN_PREFIX)
+        && let Some(grant) = match personal(creds, &cookie).await {
+            Ok(g) => g,
+            Err(res) => return res,
+        }
+    {
+        (Principal::User(grant), Via::Cookie)
     } else if let Some(login) = login_cookie(req.headers()).and_then(|c| creds.login(&c)) {
         (login, Via::Cookie)
     } else if !creds.required() || open_path {
@@ -217,15 +237,43 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
         .into_response();
     }
     // A connection that showed a credential is never closed to make room for others.
-    if matches!(principal, Principal::Token | Principal::Login(_))
-        && let Some(trust) = req.extensions().get::<crate::server::ConnTrust>()
+    if matches!(
+        principal,
+        Principal::Token | Principal::Login(_) | Principal::User(_)
+    ) && let Some(trust) = req.extensions().get::<crate::server::ConnTrust>()
     {
         trust.mark();
     }
-    req.extensions_mut().insert(principal);
-    req.extensions_mut().insert(via);
-    req.extensions_mut().insert(client);
-    next.run(req).await
+    if open_path {
+        req.extensions_mut().insert(principal);
+        req.extensions_mut().insert(via);
+        req.extensions_mut().insert(client);
+        return next.run(req).await;
+    }
+    crate::enforce::authorize(&gate, principal, via, client, req, next).await
+}
+
+/// What a personal token (`crp_...`) grants, asked of the store now (so a revoked token is
+/// refused on its next request, on every relay of the store); `Ok(None)`: not one, or not
+/// (or no longer) valid. 503 when the store cannot say.
+async fn personal(
+    creds: &crate::auth::Credentials,
+    token: &str,
+) -> Result<Option<codex_relay_core::people::Grant>, Response> {
+    let Some(people) = creds.people() else {
+        return Ok(None);
+    };
+    if !token.starts_with(codex_relay_core::people::TOKEN_PREFIX) {
+        return Ok(None);
+    }
+    people.check_token(token).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            format!("cannot check this personal token now (the store: {e}); try again"),
+        )
+        .into_response()
+    })
 }
 
 #[cfg(test)]

@@ -7,16 +7,20 @@
 //! - [`sse`] and [`relay_stream`]: the streams; [`permission`]: reference-001 shapes.
 //! - [`security`]: Host allow-list, body limit, CORS, listen check, assembled by [`secure`];
 //!   [`gate`]: the token, browser logins and the cross-site check; [`auth`]: the credentials;
+//!   [`access`]: the one table of the role each route and MCP tool needs, enforced (and each
+//!   action audited) by [`enforce`]; [`people`]: users, personal tokens, invitations, audit;
 //!   [`streams`]: the cap on open event streams.
 //! - [`server`]: the server loop (header timeout, connection cap, the peer check).
 //! - [`notify`]: the notification outbox and Web Push subscriptions.
 //! - [`rules`]: approval rules (list, put, delete, suggest from a request).
 //! - [`health`]: `/healthz`, `/metrics`; [`openapi`]: the generated document.
 
+pub mod access;
 pub mod auth;
 pub mod body_deadline;
 pub mod daemon_threads;
 pub mod deliveries;
+pub mod enforce;
 pub mod error;
 pub mod export;
 pub mod frames;
@@ -24,6 +28,7 @@ pub mod gate;
 pub mod health;
 pub mod notify;
 pub mod openapi;
+pub mod people;
 pub mod permission;
 pub mod rate_limits;
 pub mod relay_stream;
@@ -140,6 +145,26 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
         .route("/api/push/key", get(notify::key))
         .route("/api/push/subscriptions", post(notify::subscribe))
         .route("/api/push/unsubscribe", post(notify::unsubscribe))
+        .route("/api/me", get(people::me))
+        .route(
+            "/api/users",
+            get(people::list_users).post(people::create_user),
+        )
+        .route("/api/users/{id}", post(people::update_user))
+        .route(
+            "/api/tokens",
+            get(people::list_tokens).post(people::create_token),
+        )
+        .route(
+            "/api/tokens/{id}",
+            axum::routing::delete(people::revoke_token),
+        )
+        .route(
+            "/api/invitations",
+            get(people::list_invitations).post(people::create_invitation),
+        )
+        .route("/api/audit", get(people::audit))
+        .route("/api/audit/export", get(people::export))
         .route("/api/openapi.json", get(openapi::document))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))

@@ -4,8 +4,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::{
-    daemon_threads, deliveries, export, health, notify, permission, rate_limits, relay_stream,
-    rules, sessions, sse, threads, worktree,
+    daemon_threads, deliveries, export, health, notify, people, permission, rate_limits,
+    relay_stream, rules, sessions, sse, threads, worktree,
 };
 
 #[derive(OpenApi)]
@@ -21,6 +21,9 @@ use crate::{
         permission::respond, permission::pending, rules::list, rules::put, rules::delete,
         rules::suggest, notify::list, notify::key, notify::subscribe, notify::unsubscribe,
         deliveries::for_request, deliveries::for_notification, deliveries::channels, deliveries::send_test,
+        people::me, people::list_users, people::create_user, people::update_user,
+        people::list_tokens, people::create_token, people::revoke_token,
+        people::list_invitations, people::create_invitation, people::audit, people::export,
         health::healthz, health::metrics, document,
     ),
     modifiers(&BearerAuth),

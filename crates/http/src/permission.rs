@@ -222,27 +222,56 @@ fn question_answers(p: &PendingView, input: Option<&Value>) -> Result<Vec<String
         (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn respond(
     State(st): State<AppState>,
+    who: Option<axum::Extension<crate::auth::Principal>>,
+    person: Option<axum::Extension<codex_relay_core::people::Person>>,
     Body(r): Body<PermissionResponse>,
-) -> Result<Json<PermissionResolved>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
     // In a cluster the request may be one another instance opened a moment ago.
     let Some(p) = st.relay.find_pending(&r.id).await else {
         // Gone: the engine says whether it was resolved (409) or never existed (404).
         return Err(st.relay.not_open(&r.id).await.into());
     };
+    if who.as_ref().is_some_and(|w| !w.covers(&p.session_id)) {
+        return Err(ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "forbidden_role",
+            "this request's session is outside this token's sessions",
+        ));
+    }
     let answer = answer(&p, &r)?;
-    let resolution = st.relay.respond(&p.session_id, &r.id, answer, BY).await?;
-    Ok(Json(PermissionResolved {
+    let resolution = st
+        .relay
+        .respond_as(&p.session_id, &r.id, answer, BY, person.map(|p| p.0))
+        .await?;
+    let note = crate::enforce::AuditNote {
+        session: Some(p.session_id.clone()),
+        request: Some(resolution.id.clone()),
+        decision: Some(resolution.decision.as_str().to_owned()),
+        rule: None,
+    };
+    Ok(note.on(Json(PermissionResolved {
         id: resolution.id,
         decision: resolution.decision.as_str().to_owned(),
         by: resolution.by.to_string(),
+        by_user: resolution
+            .by_user
+            .and_then(|p| serde_json::to_value(p).ok()),
         reason: resolution.reason,
-    }))
+    })
+    .into_response()))
 }
 
 /// Open requests of every session, oldest first.
 #[utoipa::path(get, path = "/api/codex/permission/pending", tag = "permissions",
     responses((status = 200, description = "open requests: PendingView objects with sessionId",
         body = Vec<Object>)))]
-pub async fn pending(State(st): State<AppState>) -> Json<Vec<PendingView>> {
-    Json(st.relay.pending(None))
+pub async fn pending(
+    State(st): State<AppState>,
+    who: Option<axum::Extension<crate::auth::Principal>>,
+) -> Json<Vec<PendingView>> {
+    let mut open = st.relay.pending(None);
+    // A token limited to some sessions sees only their requests.
+    open.retain(|p| who.as_ref().is_none_or(|w| w.covers(&p.session_id)));
+    Json(open)
 }

@@ -58,9 +58,13 @@ fn events_for(relay: &codex_relay_core::Relay, ev: &RelayEvent) -> Vec<Event> {
                 by,
                 reason,
                 request,
+                by_user,
             } => {
                 let mut data = json!({"id": id, "sessionId": &**session_id, "decision": decision,
                     "by": by, "who": by.who(), "reason": reason});
+                if let Some(person) = by_user {
+                    data["byUser"] = json!(person);
+                }
                 if let Some(request) = request {
                     data["request"] = json!(request);
                 }

@@ -62,8 +62,14 @@ pub async fn list(State(st): State<AppState>) -> Json<RuleList> {
 pub async fn put(
     State(st): State<AppState>,
     Body(spec): Body<RuleSpec>,
-) -> Result<Json<Rule>, ApiError> {
-    Ok(Json(st.relay.put_rule(spec).await?))
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let rule = st.relay.put_rule(spec).await?;
+    let note = crate::enforce::AuditNote {
+        rule: Some(rule.spec.name.clone()),
+        ..Default::default()
+    };
+    Ok(note.on(Json(rule).into_response()))
 }
 
 #[utoipa::path(delete, path = "/api/rules/{name}", tag = "rules",
@@ -71,9 +77,14 @@ pub async fn put(
 pub async fn delete(
     State(st): State<AppState>,
     Path(name): Path<String>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
     st.relay.delete_rule(&name).await?;
-    Ok(StatusCode::NO_CONTENT)
+    let note = crate::enforce::AuditNote {
+        rule: Some(name),
+        ..Default::default()
+    };
+    Ok(note.on(StatusCode::NO_CONTENT.into_response()))
 }
 
 /// A rule for requests like an open one, not saved: the command's words (or the prefix Codex

@@ -171,6 +171,7 @@ pub fn secure(app: axum::Router, sec: Security) -> axum::Router {
         credentials: sec.credentials.clone(),
         cors_origins: sec.cors_origins.clone(),
         trusted_proxies: sec.trusted_proxies.clone(),
+        body_limit: sec.body_limit,
     });
     app = app.layer(middleware::from_fn_with_state(gate, crate::gate::check));
     if !sec.cors_origins.is_empty() {

@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use codex_relay_core::api::start::{self, StartRequest};
 use codex_relay_core::{ListFilter, SayInput, SayOutcome, SessionStatus};
 
@@ -20,7 +21,7 @@ const MAX_PAGE: usize = 1000;
 pub async fn create(
     State(st): State<AppState>,
     Body(body): Body<CreateSession>,
-) -> Result<(StatusCode, Json<Created>), ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let opts = StartRequest {
         prompt: Some(body.prompt),
         cwd: body.cwd,
@@ -56,7 +57,11 @@ pub async fn create(
         .check()
         .map_err(|e| ApiError::unprocessable("invalid_options", e))?;
     let (handle, first) = st.relay.create(opts).await?;
-    Ok((
+    let note = crate::enforce::AuditNote {
+        session: Some(handle.id().to_owned()),
+        ..Default::default()
+    };
+    Ok(note.on((
         StatusCode::CREATED,
         Json(Created {
             session_id: handle.id().to_owned(),
@@ -65,13 +70,15 @@ pub async fn create(
                 .filter(|t| !t.is_empty()),
             status: handle.snapshot().status.as_str().to_owned(),
         }),
-    ))
+    )
+        .into_response()))
 }
 
 #[utoipa::path(get, path = "/api/sessions", tag = "sessions", params(ListQuery),
     responses((status = 200, body = SessionList), (status = 400, body = ErrorBody)))]
 pub async fn list(
     State(st): State<AppState>,
+    who: Option<axum::Extension<crate::auth::Principal>>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<SessionList>, ApiError> {
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
@@ -104,6 +111,8 @@ pub async fn list(
     let mut rows: Vec<_> = rows
         .into_iter()
         .filter(|r| status.is_none() || r.status == status)
+        // A token limited to some sessions lists only those.
+        .filter(|r| who.as_ref().is_none_or(|w| w.covers(&r.session_id)))
         .skip(offset)
         .take(limit + 1)
         .collect();

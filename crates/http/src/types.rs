@@ -345,6 +345,11 @@ pub struct PermissionResolved {
     pub decision: String,
     /// Who answered (`http` here).
     pub by: String,
+    /// The signed-in person who answered: `{id, name, role, front, device?}` (the relay's
+    /// token is `admin-token`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub by_user: Option<serde_json::Value>,
     pub reason: Option<String>,
 }
 

@@ -2,6 +2,7 @@
 //! ETag of their content and `304 Not Modified` when it matches, and the login form.
 
 mod answer;
+mod invite;
 mod login;
 
 use axum::extract::Path;
@@ -83,6 +84,7 @@ static ASSETS: &[Asset] = &[
     asset!("rules.js", JS),
     asset!("ruleform.js", JS),
     asset!("notify.js", JS),
+    asset!("audit.js", JS),
     asset!("sw.js", JS),
     asset!("manifest.webmanifest", "application/manifest+json"),
     asset!("icon-192.png", "image/png"),
@@ -108,6 +110,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             get(|h: HeaderMap| async move { named("manifest.webmanifest", &h) }),
         )
         .route("/answer/{request}", get(answer::show).post(answer::submit))
+        .route("/invite/{code}", get(invite::show).post(invite::accept))
         .route("/n/{id}", get(crate::deliveries::open))
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", axum::routing::post(login::logout))

@@ -1,5 +1,5 @@
-// The web UI's shell: a hash router over the views (list, new session, session, rules) and the one
-// relay-wide event stream every view listens to.
+// The web UI's shell: a hash router over the views (list, new session, session, rules, people
+// and audit) and the one relay-wide event stream every view listens to.
 
 import { get } from './api.js';
 import { openStream } from './stream.js';
@@ -8,6 +8,7 @@ import { newView } from './new.js';
 import { sessionView } from './session.js';
 import { rulesView } from './rules.js';
 import { notifyView } from './notify.js';
+import { auditView } from './audit.js';
 
 const main = document.getElementById('main');
 const conn = document.getElementById('conn');
@@ -91,11 +92,13 @@ function route() {
     current = rulesView(main);
   } else if (hash.startsWith('#/notify')) {
     current = notifyView(main);
+  } else if (hash.startsWith('#/audit')) {
+    current = auditView(main);
   } else {
     current = listView(main, { onRelayEvent });
   }
   for (const a of document.querySelectorAll('[data-nav]')) {
-    const page = ['new', 'rules', 'notify'].find((p) => hash.startsWith(`#/${p}`)) ?? (hash.startsWith('#/s/') ? 'session' : 'list');
+    const page = ['new', 'rules', 'notify', 'audit'].find((p) => hash.startsWith(`#/${p}`)) ?? (hash.startsWith('#/s/') ? 'session' : 'list');
     const active = a.dataset.nav === page;
     if (active) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');

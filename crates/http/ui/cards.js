@@ -224,13 +224,13 @@ export function requestCard(req) {
 
   return {
     el: card,
-    resolve({ decision, by, reason }) {
+    resolve({ decision, by, byUser, reason }) {
       done = true;
       card.classList.add('resolved');
       controls.remove();
       card.querySelector('.deadline')?.remove();
       const verdict = /^approve/.test(decision) ? 'ok' : decision === 'answer' ? 'ok' : 'no';
-      status.replaceChildren(h('span', { class: `badge verdict-${verdict}` }, decision), ' by ', whoAnswered(by), reason ? ` — “${reason}”` : '');
+      status.replaceChildren(h('span', { class: `badge verdict-${verdict}` }, decision), ' by ', whoAnswered(by, byUser), reason ? ` — “${reason}”` : '');
       status.dataset.by = by;
     },
   };

@@ -84,8 +84,11 @@ export function shortPath(p) {
 
 /** Who resolved a request (`by` of request-resolved), in words: a person through which front,
  * a rule (linked to the rules), a timeout or a restart. */
-export function whoAnswered(by) {
+export function whoAnswered(by, byUser) {
   const b = by || '';
+  // A named user: their name and role, the front in the tooltip (the relay's own token keeps
+  // the front's words).
+  if (byUser && byUser.name && byUser.id !== 'admin-token') return h('span', { class: 'who-person', title: `${byUser.role} · ${b}${byUser.device ? ` · ${byUser.device}` : ''}` }, `${byUser.name} (${byUser.role})`);
   if (b.startsWith('rule:')) return h('a', { href: '#/rules', class: 'who-rule' }, `rule ${b.slice(5)}`);
   const words = {
     http: 'a person (web UI / HTTP)',

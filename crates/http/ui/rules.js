@@ -19,7 +19,8 @@ export function rulesView(root) {
     h('p', { class: 'hint' }, 'Rules answer command and file-change approvals before anyone is asked. ',
       'Deny wins over ask, ask over allow. An allow answers only what stays in the sandbox (or sessions with none), ',
       'unless it says “even outside the sandbox”: under untrusted an approved command runs outside the sandbox if the sandbox blocks it. ',
-      'Rules from the --rules file are read at every start and are edited in that file.'),
+      'Rules from the --rules file are read at every start and are edited in that file. ',
+      'Who may answer, start and change rules: ', h('a', { href: '#/audit' }, 'people and audit'), '.'),
     counts, error, listEl, editor);
 
   function showEditor(spec, title) {

@@ -192,6 +192,10 @@ pub struct RespondOutput {
     pub id: String,
     pub decision: String,
     pub reason: Option<String>,
+    /// The signed-in person who answered (over HTTP with a personal token, or the relay's
+    /// token as `admin-token`); absent over stdio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_by_user: Option<codex_relay_core::people::Person>,
     pub status: String,
     pub pending_question: Option<PendingQuestion>,
 }

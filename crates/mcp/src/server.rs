@@ -127,7 +127,15 @@ impl RelayMcp {
                 tools::say(&self.relay, p).await?
             }
             tools::STATUS => return self.status(parse(name, args)?, request, context).await,
-            tools::RESPOND => tools::respond(&self.relay, parse(name, args)?).await?,
+            tools::RESPOND => {
+                // Over HTTP the gate put the signed-in person into the request.
+                let person = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|p| p.extensions.get::<codex_relay_core::people::Person>())
+                    .cloned();
+                tools::respond(&self.relay, parse(name, args)?, person).await?
+            }
             tools::INTERRUPT => tools::interrupt(&self.relay, parse(name, args)?).await?,
             tools::LIST => tools::list(&self.relay, parse(name, args)?).await?,
             tools::LIMITS => tools::limits(&self.relay, parse(name, args)?).await?,

@@ -440,7 +440,11 @@ pub async fn status(relay: &Relay, p: &StatusParams) -> Result<Value, ToolError>
     }))
 }
 
-pub async fn respond(relay: &Relay, p: RespondParams) -> Result<Value, ToolError> {
+pub async fn respond(
+    relay: &Relay,
+    p: RespondParams,
+    person: Option<codex_relay_core::people::Person>,
+) -> Result<Value, ToolError> {
     if p.answers.is_empty() {
         return Err(ToolError(
             "answers is empty; give one answer per question, e.g. [\"approve\"] or [\"deny: too risky\"]"
@@ -462,7 +466,7 @@ pub async fn respond(relay: &Relay, p: RespondParams) -> Result<Value, ToolError
         None => codex_relay_core::Answer::Cancel,
     };
     let resolution = relay
-        .respond(&p.session_id, &p.id, answer, RESPOND_BY)
+        .respond_as(&p.session_id, &p.id, answer, RESPOND_BY, person)
         .await?;
     let snap = relay.status(&p.session_id)?;
     Ok(outputs::value(RespondOutput {
@@ -470,6 +474,7 @@ pub async fn respond(relay: &Relay, p: RespondParams) -> Result<Value, ToolError
         id: resolution.id,
         decision: resolution.decision.as_str().to_owned(),
         reason: resolution.reason,
+        answered_by_user: resolution.by_user,
         status: status_word(&snap).into(),
         pending_question: view::pending_question(&snap.pending),
     }))

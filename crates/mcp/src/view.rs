@@ -196,6 +196,7 @@ pub fn item_events(events: &[Arc<Envelope>], max: usize) -> Vec<Value> {
                 by,
                 reason,
                 request,
+                by_user,
             } => {
                 let question = request
                     .as_ref()
@@ -212,6 +213,10 @@ pub fn item_events(events: &[Arc<Envelope>], max: usize) -> Vec<Value> {
                 });
                 if let Some(r) = reason {
                     item["reason"] = json!(clip(r, 200));
+                }
+                // The signed-in person behind the front's word (name, id, role, device).
+                if let Some(person) = by_user {
+                    item["answeredByUser"] = json!(person);
                 }
                 items.push(item);
             }
@@ -382,6 +387,7 @@ mod tests {
             },
             by,
             reason: request.map(|_| "not here".to_owned()),
+            by_user: None,
             request: request.map(|r| Box::new(r.clone())),
         };
         let events = vec![

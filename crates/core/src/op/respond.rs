@@ -18,6 +18,9 @@ pub(crate) struct Respond {
     pub answer: Answer,
     /// As its word, as instances of earlier versions send it.
     pub by: Decider,
+    /// The signed-in person who answered (absent from instances of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<crate::people::Person>,
 }
 
 impl Operation for Respond {
@@ -30,7 +33,13 @@ impl Operation for Respond {
         Box::pin(async move {
             relay.here(&self.session).await?;
             relay
-                .decide(&self.session, &self.request, self.answer, self.by)
+                .decide(
+                    &self.session,
+                    &self.request,
+                    self.answer,
+                    self.by,
+                    self.person,
+                )
                 .await
         })
     }

@@ -97,6 +97,7 @@ pub(crate) async fn restore(inputs: Inputs<'_>) -> Result<(), RelayError> {
             decision: crate::answer::Decision::Deny,
             by: crate::decider::Decider::RelayRestart,
             reason: Some(why.clone()),
+            by_user: None,
         };
         p.resolution = Some(json!(resolution).to_string());
         store.upsert_pending(p.clone());
@@ -143,6 +144,7 @@ pub(crate) async fn settle_adopted(
             decision: crate::answer::Decision::Deny,
             by: crate::decider::Decider::RelayRestart,
             reason: Some(reason.clone()),
+            by_user: None,
         };
         p.resolution = Some(json!(resolution).to_string());
         store.upsert_pending(p);

@@ -191,6 +191,7 @@ const GROUND: &[&str] = &[
     "event",
     "answer",
     "decider",
+    "person",
     "options",
     "pending",
     "views",

@@ -56,7 +56,7 @@ fn safe_next(next: Option<&str>) -> String {
     if plain_path && stays { out } else { "/".into() }
 }
 
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -65,7 +65,7 @@ fn escape(s: &str) -> String {
 }
 
 /// The page: no scripts, its own small style (the UI's stylesheet needs the token).
-fn page(status: StatusCode, body: &str) -> Response {
+pub(super) fn page(status: StatusCode, body: &str) -> Response {
     let html = format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -164,6 +164,13 @@ pub(crate) async fn submit(
     let ip = client
         .map(|c| c.ip)
         .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+    // A named user's personal token becomes the login cookie itself: checked against the
+    // store on every request, so revoking it (or disabling the user) ends this login too.
+    if let Some(people) = creds.people()
+        && let Ok(Some(_)) = people.check_token(&login.token).await
+    {
+        return personal_login(client, login.token.trim(), &next);
+    }
     // The right token logs in even while this address is throttled: only failures are.
     if !creds.is_token(&login.token) {
         let wait = creds.throttled(ip);
@@ -197,7 +204,7 @@ pub(crate) async fn logout(
     redirect("/login", HeaderValue::from_str(&cookie).ok())
 }
 
-fn cookie_name(https: bool) -> &'static str {
+pub(super) fn cookie_name(https: bool) -> &'static str {
     if https {
         crate::gate::SECURE_LOGIN_COOKIE
     } else {
@@ -205,7 +212,7 @@ fn cookie_name(https: bool) -> &'static str {
     }
 }
 
-fn cookie_attrs(https: bool) -> &'static str {
+pub(super) fn cookie_attrs(https: bool) -> &'static str {
     if https {
         "Path=/; HttpOnly; SameSite=Strict; Secure"
     } else {
@@ -214,6 +221,18 @@ fn cookie_attrs(https: bool) -> &'static str {
 }
 
 /// A new browser login: its cookie (never the token), then on to `next`.
+/// Signs a browser in with a personal token: the cookie is the token.
+pub(super) fn personal_login(client: Option<Client>, token: &str, next: &str) -> Response {
+    let https = client.is_some_and(|c| c.https);
+    let cookie = format!(
+        "{}={token}; {}; Max-Age={}",
+        cookie_name(https),
+        cookie_attrs(https),
+        crate::auth::LOGIN_LIFETIME.as_secs()
+    );
+    redirect(next, HeaderValue::from_str(&cookie).ok())
+}
+
 fn logged_in(st: &AppState, client: Option<Client>, next: &str) -> Response {
     let https = client.is_some_and(|c| c.https);
     let value = st.opts.credentials.grant_login();
@@ -226,7 +245,7 @@ fn logged_in(st: &AppState, client: Option<Client>, next: &str) -> Response {
     redirect(next, HeaderValue::from_str(&cookie).ok())
 }
 
-fn redirect(to: &str, cookie: Option<HeaderValue>) -> Response {
+pub(super) fn redirect(to: &str, cookie: Option<HeaderValue>) -> Response {
     let mut res = StatusCode::SEE_OTHER.into_response();
     let h = res.headers_mut();
     if let Ok(loc) = HeaderValue::from_str(to) {
