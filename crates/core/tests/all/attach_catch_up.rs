@@ -54,12 +54,14 @@ async fn a_turn_the_relay_joins_halfway_is_logged_whole_and_once() {
     // Only now does the relay attach: the second turn runs, its prompt long sent.
     let attachment = env.relay.attach(daemon.socket());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut wait = Duration::from_millis(20);
     while env.relay.status(&id).is_err() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the relay never took the thread up"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_millis(500));
     }
     let said = |events: &[codex_relay_core::Envelope], what: &str| {
         events
