@@ -75,6 +75,8 @@ pub struct HttpRelay {
     pub url: String,
     pub log: Arc<Mutex<Vec<String>>>,
     child: Child,
+    /// Reads stderr into `log` until EOF; `stop` waits for it so the last lines are kept.
+    reader: tokio::task::JoinHandle<()>,
 }
 
 impl HttpRelay {
@@ -153,13 +155,18 @@ impl HttpRelay {
         .await
         .expect("codex-relay serve listens within 30 s");
         let kept = log.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 echo.line(&line);
                 kept.lock().unwrap().push(line);
             }
         });
-        HttpRelay { url, log, child }
+        HttpRelay {
+            url,
+            log,
+            child,
+            reader,
+        }
     }
 
     /// The stderr lines so far, joined.
@@ -180,7 +187,8 @@ impl HttpRelay {
         let _ = self.child.wait().await;
     }
 
-    /// SIGTERM, as a service manager would stop it; waits for the exit.
+    /// SIGTERM, as a service manager would stop it; waits for the exit, then for its stderr to
+    /// be read to the end (the process can exit before the reader has taken its last lines).
     pub async fn stop(mut self) -> std::process::ExitStatus {
         if let Some(pid) = self.child.id() {
             // SAFETY: signalling our own child.
@@ -188,10 +196,18 @@ impl HttpRelay {
                 libc::kill(pid as i32, libc::SIGTERM);
             }
         }
-        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+        let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
             .await
             .expect("codex-relay serve stops within 10 s of SIGTERM")
-            .expect("wait")
+            .expect("wait");
+        // A descendant still holding stderr would keep it open: bounded, and said.
+        if tokio::time::timeout(Duration::from_secs(10), &mut self.reader)
+            .await
+            .is_err()
+        {
+            eprintln!("serve's stderr stayed open 10 s after it exited (a descendant holds it)");
+        }
+        status
     }
 }
 
