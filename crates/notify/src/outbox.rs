@@ -128,12 +128,18 @@ impl Inner {
 
     /// The push targets (`push:<endpoint>`) of every subscribed browser.
     pub(crate) async fn push_targets(&self) -> Vec<String> {
+        self.push_targets_of(None).await
+    }
+
+    /// The push targets of the browsers user `user_id` subscribed (`None`: every browser).
+    pub(crate) async fn push_targets_of(&self, user_id: Option<&str>) -> Vec<String> {
         if !(self.config.push && self.vapid.is_some()) {
             return Vec::new();
         }
         match self.relay.store().push_subscriptions().await {
             Ok(subs) => subs
                 .into_iter()
+                .filter(|s| user_id.is_none_or(|u| s.user_id.as_deref() == Some(u)))
                 .map(|s| format!("{PUSH}{}", s.endpoint))
                 .collect(),
             Err(e) => {

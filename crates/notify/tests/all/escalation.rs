@@ -16,18 +16,18 @@ use codex_relay_testkit::{CodexHome, ModelServer, Reply};
 use crate::webhooks::{Receiver, SECRET, WAIT, session, until};
 
 /// RFC 8291 Appendix A's browser keys: a valid subscription for a push service of ours.
-const P256DH: &str =
+pub(crate) const P256DH: &str =
     "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4";
-const AUTH: &str = "BTBZMqHH6r4Tts7J_aSIgg";
+pub(crate) const AUTH: &str = "BTBZMqHH6r4Tts7J_aSIgg";
 
-struct Bed {
-    model: ModelServer,
-    home: CodexHome,
-    relay: Relay,
-    ws: String,
+pub(crate) struct Bed {
+    pub model: ModelServer,
+    pub home: CodexHome,
+    pub relay: Relay,
+    pub ws: String,
 }
 
-async fn bed(approval_timeout: Duration) -> Bed {
+pub(crate) async fn bed(approval_timeout: Duration) -> Bed {
     let model = ModelServer::start().await;
     let home = CodexHome::new(model.url());
     let ws = home.workspace().display().to_string();
@@ -54,7 +54,7 @@ async fn bed(approval_timeout: Duration) -> Bed {
 }
 
 /// Starts a session whose first command waits for approval; its request's id.
-async fn request(b: &Bed, marker: &str, file: &str) -> (String, String) {
+pub(crate) async fn request(b: &Bed, marker: &str, file: &str) -> (String, String) {
     b.model.route(
         marker,
         [
@@ -77,7 +77,7 @@ async fn request(b: &Bed, marker: &str, file: &str) -> (String, String) {
 }
 
 /// Polls the request's trail (with backoff) until `pred` holds.
-async fn trail_until(
+pub(crate) async fn trail_until(
     relay: &Relay,
     request: &str,
     what: &str,
@@ -124,6 +124,7 @@ async fn a_failing_push_is_on_the_trail_and_the_request_escalates_to_the_webhook
             auth: AUTH.into(),
             label: Some("phone".into()),
             created_at: 0,
+            user_id: None,
         })
         .await
         .unwrap();

@@ -1,0 +1,120 @@
+//! Escalation to a person, over the real Codex and the scripted model: `to = ["user:alice",
+//! "user:vic", "user:carol"]` reaches the browsers Alice subscribed to push (not Bob's), and the
+//! request's trail says why it could not reach Vic (a viewer cannot answer) or Carol (no such
+//! user), once each.
+
+use std::time::Duration;
+
+use codex_relay_core::people::Role;
+use codex_relay_core::store::PushSubscriptionRecord;
+use codex_relay_core::{Answer, Decider, SessionStatus};
+use codex_relay_notify::{Notifier, NotifyConfig, Vapid};
+
+use crate::escalation::{AUTH, P256DH, bed, request, trail_until};
+use crate::webhooks::{Receiver, until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_nobody_opens_escalates_to_the_named_persons_browsers_only() {
+    let b = bed(Duration::from_secs(300)).await;
+    let people = b.relay.people();
+    let alice = people
+        .create_user("alice", Role::Approver, None)
+        .await
+        .unwrap();
+    let bob = people
+        .create_user("bob", Role::Approver, None)
+        .await
+        .unwrap();
+    people.create_user("vic", Role::Viewer, None).await.unwrap();
+    let push = Receiver::start().await;
+    let endpoint = |who: &str| format!("http://127.0.0.1:{}/push/{who}", push.port);
+    for (who, user) in [("alice", &alice), ("bob", &bob)] {
+        b.relay
+            .store()
+            .upsert_push_subscription(&PushSubscriptionRecord {
+                endpoint: endpoint(who),
+                p256dh: P256DH.into(),
+                auth: AUTH.into(),
+                label: Some(format!("{who}'s phone")),
+                created_at: 0,
+                user_id: Some(user.id.clone()),
+            })
+            .await
+            .unwrap();
+    }
+    let notify = NotifyConfig::parse(
+        "notify.toml",
+        r#"
+public_url = "https://relay.example.test"
+[escalation]
+renotify_after_secs = 0
+after_secs = 2
+to = ["user:alice", "user:vic", "user:carol"]
+"#,
+    )
+    .unwrap();
+    let vapid =
+        Vapid::load_or_create(&b.home.root().join("vapid-key"), "mailto:t@example.test").unwrap();
+    let notifier = Notifier::start(b.relay.clone(), notify, "http://unused", Some(vapid)).unwrap();
+
+    let (s, r) = request(&b, "MARK-P", "p.txt").await;
+    let alice_target = format!("push:{}", endpoint("alice"));
+    let trail = trail_until(&b.relay, &r, "the escalation to Alice's phone", |t| {
+        t.iter()
+            .any(|d| d.outbox_id.ends_with("_e") && d.target == alice_target && d.status == "sent")
+            && t.iter().filter(|d| d.target.starts_with("user:")).count() == 2
+    })
+    .await;
+    let escalated: Vec<&str> = trail
+        .iter()
+        .filter(|d| d.outbox_id.ends_with("_e") && d.status == "queued")
+        .map(|d| d.target.as_str())
+        .collect();
+    assert_eq!(escalated, [alice_target.as_str()], "{trail:#?}");
+    let why = |who: &str| {
+        trail
+            .iter()
+            .find(|d| d.target == format!("user:{who}"))
+            .and_then(|d| d.detail.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        why("vic"),
+        "escalation: vic is a viewer and cannot answer requests"
+    );
+    assert_eq!(why("carol"), "escalation: no user named \"carol\"");
+    // Both phones had the first notice; only Alice's the escalation.
+    let hits = |who: &str| {
+        push.hits()
+            .iter()
+            .filter(|h| h.path == format!("/push/{who}"))
+            .count()
+    };
+    assert_eq!((hits("alice"), hits("bob")), (2, 1), "{:#?}", push.hits());
+    // Once: the failures are not written again while the request stays open.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = b
+        .relay
+        .store()
+        .deliveries_for_request(&r, 500)
+        .await
+        .unwrap();
+    assert_eq!(
+        again
+            .iter()
+            .filter(|d| d.target.starts_with("user:"))
+            .count(),
+        2,
+        "{again:#?}"
+    );
+    b.relay
+        .respond(&s, &r, Answer::approve(), Decider::library("test"))
+        .await
+        .unwrap();
+    until(&b.relay, &s, "the turn's end", |s| {
+        s.status == SessionStatus::Idle
+    })
+    .await;
+    drop(notifier);
+    b.relay.shutdown().await;
+}
