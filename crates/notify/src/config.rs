@@ -15,6 +15,9 @@ pub enum EventKind {
     TurnCompleted,
     /// A session's turn failed.
     TurnFailed,
+    /// A request was answered: the decision, who decided (a front, a rule, a timeout), and
+    /// the signed-in person who did, when one did. Webhooks only (never a push).
+    RequestResolved,
 }
 
 impl EventKind {
@@ -23,6 +26,7 @@ impl EventKind {
             Self::Request => "request",
             Self::TurnCompleted => "turn-completed",
             Self::TurnFailed => "turn-failed",
+            Self::RequestResolved => "request-resolved",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Escalation to a person, over the real Codex and the scripted model: `to = ["user:alice",
 //! "user:vic", "user:carol"]` reaches the browsers Alice subscribed to push (not Bob's), and the
 //! request's trail says why it could not reach Vic (a viewer cannot answer) or Carol (no such
-//! user), once each.
+//! user), once each. A webhook that asks for `request-resolved` is told who answered: the
+//! decision, the front's word and the signed-in person.
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use codex_relay_core::{Answer, Decider, SessionStatus};
 use codex_relay_notify::{Notifier, NotifyConfig, Vapid};
 
 use crate::escalation::{AUTH, P256DH, bed, request, trail_until};
-use crate::webhooks::{Receiver, until};
+use crate::webhooks::{Receiver, SECRET, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_nobody_opens_escalates_to_the_named_persons_browsers_only() {
@@ -111,6 +112,81 @@ to = ["user:alice", "user:vic", "user:carol"]
         .respond(&s, &r, Answer::approve(), Decider::library("test"))
         .await
         .unwrap();
+    until(&b.relay, &s, "the turn's end", |s| {
+        s.status == SessionStatus::Idle
+    })
+    .await;
+    drop(notifier);
+    b.relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_for_resolutions_names_the_person_who_answered() {
+    let b = bed(Duration::from_secs(300)).await;
+    let hook = Receiver::start().await;
+    let notify = NotifyConfig::parse(
+        "notify.toml",
+        &format!(
+            r#"
+push = false
+[[webhook]]
+name = "audit"
+url = "http://127.0.0.1:{}/audit"
+secret = "{SECRET}"
+events = ["request-resolved"]
+"#,
+            hook.port
+        ),
+    )
+    .unwrap();
+    let notifier = Notifier::start(b.relay.clone(), notify, "https://r.test", None).unwrap();
+    let (s, r) = request(&b, "MARK-W", "w.txt").await;
+    let mia = codex_relay_core::people::Person {
+        id: "usr_mia".into(),
+        name: "Mia Approver".into(),
+        role: Role::Approver,
+        front: "ui".into(),
+        device: Some("phone".into()),
+    };
+    b.relay
+        .respond_as(
+            &s,
+            &r,
+            Answer::deny("not today"),
+            Decider::Person(codex_relay_core::decider::Front::Http),
+            Some(mia),
+        )
+        .await
+        .unwrap();
+    let hits = hook
+        .until("the resolution", |h| {
+            h.iter().any(|h| h.json()["type"] == "request.resolved")
+        })
+        .await;
+    let hit = hits
+        .iter()
+        .find(|h| h.json()["type"] == "request.resolved")
+        .unwrap()
+        .json();
+    let data = &hit["data"];
+    assert_eq!(data["requestId"], r.as_str(), "{hit}");
+    assert_eq!(data["sessionId"], s.as_str(), "{hit}");
+    assert_eq!(data["resolution"]["decision"], "deny", "{hit}");
+    assert_eq!(data["resolution"]["by"], "http", "{hit}");
+    assert_eq!(data["resolution"]["reason"], "not today", "{hit}");
+    assert_eq!(
+        data["resolution"]["byUser"]["name"], "Mia Approver",
+        "{hit}"
+    );
+    assert_eq!(
+        data["title"], "Request deny by Mia Approver (approver, http)",
+        "{hit}"
+    );
+    // Only what it asked for: the request's opening was not sent to it.
+    assert!(
+        hits.iter().all(|h| h.json()["type"] != "request.opened"),
+        "{hits:#?}"
+    );
     until(&b.relay, &s, "the turn's end", |s| {
         s.status == SessionStatus::Idle
     })
