@@ -11,7 +11,7 @@ use codex_relay_core::store::PushSubscriptionRecord;
 use codex_relay_core::{Answer, Decider, SessionStatus};
 use codex_relay_notify::{Notifier, NotifyConfig, Vapid};
 
-use crate::escalation::{AUTH, P256DH, bed, request, trail_until};
+use crate::escalation::{AUTH, P256DH, answer_and_wait, bed, request, trail_until};
 use crate::webhooks::{Receiver, SECRET, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,14 +108,7 @@ to = ["user:alice", "user:vic", "user:carol"]
         2,
         "{again:#?}"
     );
-    b.relay
-        .respond(&s, &r, Answer::approve(), Decider::library("test"))
-        .await
-        .unwrap();
-    until(&b.relay, &s, "the turn's end", |s| {
-        s.status == SessionStatus::Idle
-    })
-    .await;
+    answer_and_wait(&b, &s, &r, Answer::approve(), "the turn's end").await;
     drop(notifier);
     b.relay.shutdown().await;
 }

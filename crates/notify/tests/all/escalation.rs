@@ -76,6 +76,15 @@ pub(crate) async fn request(b: &Bed, marker: &str, file: &str) -> (String, Strin
     (id, snap.pending[0].id.clone())
 }
 
+/// Answers request `r` of session `s` as a library caller, then waits for the turn's end.
+pub(crate) async fn answer_and_wait(b: &Bed, s: &str, r: &str, answer: Answer, what: &str) {
+    b.relay
+        .respond(s, r, answer, Decider::library("test"))
+        .await
+        .unwrap();
+    until(&b.relay, s, what, |s| s.status == SessionStatus::Idle).await;
+}
+
 /// Polls the request's trail (with backoff) until `pred` holds.
 pub(crate) async fn trail_until(
     relay: &Relay,
@@ -218,14 +227,7 @@ secret = "{SECRET}"
 
     // The push service says the subscription is gone (410): failed for good, the browser is
     // forgotten, and the next request escalates too.
-    b.relay
-        .respond(&s1, &r1, Answer::approve(), Decider::library("test"))
-        .await
-        .unwrap();
-    until(&b.relay, &s1, "s1's turn end", |s| {
-        s.status == SessionStatus::Idle
-    })
-    .await;
+    answer_and_wait(&b, &s1, &r1, Answer::approve(), "s1's turn end").await;
     push.set_status(410);
     let (s2, r2) = request(&b, "MARK-E2", "e2.txt").await;
     let trail = trail_until(&b.relay, &r2, "a second escalation", |t| {
@@ -250,14 +252,7 @@ secret = "{SECRET}"
             .is_empty()
     );
     assert_eq!(hits_for(&hook, &r2), 1);
-    b.relay
-        .respond(&s2, &r2, Answer::deny("no"), Decider::library("test"))
-        .await
-        .unwrap();
-    until(&b.relay, &s2, "s2's turn end", |s| {
-        s.status == SessionStatus::Idle
-    })
-    .await;
+    answer_and_wait(&b, &s2, &r2, Answer::deny("no"), "s2's turn end").await;
     drop(notifier);
     b.relay.shutdown().await;
 }
@@ -384,14 +379,7 @@ secret = "{SECRET}"
         "reminded after it was opened: {:#?}",
         hook.hits()
     );
-    b.relay
-        .respond(&s2, &r2, Answer::approve(), Decider::library("test"))
-        .await
-        .unwrap();
-    until(&b.relay, &s2, "r2's turn end", |s| {
-        s.status == SessionStatus::Idle
-    })
-    .await;
+    answer_and_wait(&b, &s2, &r2, Answer::approve(), "r2's turn end").await;
     drop(notifier);
     b.relay.shutdown().await;
 }
