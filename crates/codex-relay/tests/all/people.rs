@@ -19,7 +19,7 @@ use crate::cluster_support::{fresh_schema, history, instance, view_until};
 
 const TURN: Duration = Duration::from_secs(90);
 
-fn bearer(url: &str, token: &str) -> Client {
+pub(crate) fn bearer(url: &str, token: &str) -> Client {
     Client::anonymous(url).with_header("Authorization", &format!("Bearer {token}"))
 }
 
@@ -35,7 +35,7 @@ fn assert_forbidden(r: &Resp, role: &str, what: &str) {
 }
 
 /// A user made by the admin, and a personal token of theirs.
-async fn user_with_token(admin: &Client, name: &str, role: &str) -> (String, String) {
+pub(crate) async fn user_with_token(admin: &Client, name: &str, role: &str) -> (String, String) {
     let r = admin
         .post("/api/users", &json!({"name": name, "role": role}))
         .await;
