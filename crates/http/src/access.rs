@@ -212,6 +212,25 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
         Relay,
         Some("invitation.create"),
     ),
+    // Passkeys: every named user manages their own (the admin: anyone's); a step-up's
+    // challenge is for those who may answer.
+    ("GET", "/api/passkeys", Viewer, Open, None),
+    ("POST", "/api/passkeys/register", Viewer, Open, None),
+    ("POST", "/api/passkeys/step-up", Approver, Filtered, None),
+    (
+        "POST",
+        "/api/passkeys",
+        Viewer,
+        Open,
+        Some("passkey.register"),
+    ),
+    (
+        "DELETE",
+        "/api/passkeys/{id}",
+        Viewer,
+        Open,
+        Some("passkey.remove"),
+    ),
     ("GET", "/api/audit", Admin, Relay, None),
     ("GET", "/api/audit/export", Admin, Relay, None),
     ("GET", "/api/openapi.json", Viewer, Open, None),

@@ -26,6 +26,8 @@ pub struct AuditNote {
     pub request: Option<String>,
     pub decision: Option<String>,
     pub rule: Option<String>,
+    /// The passkey a risky approval was stepped up with, by name.
+    pub step_up: Option<String>,
 }
 
 impl AuditNote {
@@ -175,8 +177,12 @@ pub async fn authorize(
         })
     });
     entry.rule = note.rule;
-    entry.detail =
-        Some(json!({"method": method.as_str(), "path": path, "status": res.status().as_u16()}));
+    let mut detail =
+        json!({"method": method.as_str(), "path": path, "status": res.status().as_u16()});
+    if let Some(passkey) = note.step_up {
+        detail["stepUp"] = json!({"passkey": passkey, "userVerified": true});
+    }
+    entry.detail = Some(detail);
     audit(gate, &entry).await;
     res
 }

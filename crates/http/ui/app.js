@@ -9,6 +9,7 @@ import { sessionView } from './session.js';
 import { rulesView } from './rules.js';
 import { notifyView } from './notify.js';
 import { auditView } from './audit.js';
+import { passkeysView } from './passkeys.js';
 
 const main = document.getElementById('main');
 const conn = document.getElementById('conn');
@@ -94,11 +95,13 @@ function route() {
     current = notifyView(main);
   } else if (hash.startsWith('#/audit')) {
     current = auditView(main);
+  } else if (hash.startsWith('#/passkeys')) {
+    current = passkeysView(main);
   } else {
     current = listView(main, { onRelayEvent });
   }
   for (const a of document.querySelectorAll('[data-nav]')) {
-    const page = ['new', 'rules', 'notify', 'audit'].find((p) => hash.startsWith(`#/${p}`)) ?? (hash.startsWith('#/s/') ? 'session' : 'list');
+    const page = ['new', 'rules', 'notify', 'audit', 'passkeys'].find((p) => hash.startsWith(`#/${p}`)) ?? (hash.startsWith('#/s/') ? 'session' : 'list');
     const active = a.dataset.nav === page;
     if (active) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
