@@ -136,15 +136,10 @@ impl HttpArgs {
     pub fn passkeys(&self) -> anyhow::Result<codex_relay_http::passkeys::PasskeyOptions> {
         use codex_relay_http::passkeys::{StepUpMode, StepUpPolicy};
         let public_url = match &self.public_url {
-            Some(u) => {
-                let url = url::Url::parse(u)
-                    .ok()
-                    .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-                    .with_context(|| format!("--public-url {u:?} is not an http(s) URL"))?;
-                codex_relay_http::passkeys::webauthn::RelyingParty::for_origin(&url)
-                    .map_err(|e| anyhow::anyhow!("--public-url: {e}"))?;
-                Some(url)
-            }
+            Some(u) => Some(
+                codex_relay_http::passkeys::public_url(u)
+                    .map_err(|e| anyhow::anyhow!("--public-url: {e}"))?,
+            ),
             None => None,
         };
         let commands = self

@@ -36,7 +36,7 @@ export function passkeysView(root) {
     h('h1', {}, 'Passkeys'),
     h('p', { class: 'hint' }, 'A passkey signs you in on the login page without a token, and is asked for again ',
       'when you approve a risky request (one that lets Codex leave the sandbox, reach the network or get more permissions).'),
-    supported() ? null : h('p', { class: 'form-error' }, 'This browser cannot use passkeys here: open the relay over https or as http://localhost.'),
+    ...(supported() ? [] : [h('p', { class: 'form-error' }, 'This browser cannot use passkeys here: open the relay over https or as http://localhost.')]),
     form, status, error, list,
   );
 

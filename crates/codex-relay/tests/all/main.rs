@@ -60,6 +60,7 @@ mod npm_package;
 mod npm_package_exits;
 mod one_door;
 mod ordinary_user;
+mod passkeys;
 mod people;
 mod rate_limits;
 mod rules_notify_knobs;

@@ -60,6 +60,17 @@ impl From<CeremonyError> for ApiError {
     }
 }
 
+/// `--public-url`: an http(s) URL whose host can be a relying party (a domain, in a secure
+/// context).
+pub fn public_url(text: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(text)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| format!("{text:?} is not an http(s) URL"))?;
+    RelyingParty::for_origin(&url).map_err(|e| e.to_string())?;
+    Ok(url)
+}
+
 pub(crate) fn store_error(e: codex_relay_core::store::StoreError) -> ApiError {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -166,8 +177,9 @@ pub(crate) async fn needs_of_link(st: &AppState, p: &PendingView) -> Result<Need
 pub fn step_up_required(p: &PendingView, link: bool) -> ApiError {
     let why = p
         .reach
+        .filter(|r| step_up::RISKY_REACHES.contains(r))
         .map(|r| r.text())
-        .unwrap_or("it is a command the admin named");
+        .unwrap_or("It is a command the admin named for step-up (--step-up-command).");
     let how = if link {
         "approve on this page with a passkey (the page asks for it)"
     } else {
@@ -177,7 +189,7 @@ pub fn step_up_required(p: &PendingView, link: bool) -> ApiError {
         StatusCode::FORBIDDEN,
         "step_up_required",
         format!(
-            "approving this request needs a fresh passkey check ({why}): {how}. Declining needs none."
+            "approving this request needs a fresh passkey check. {why} To approve it, {how}. Declining needs none."
         ),
     )
 }

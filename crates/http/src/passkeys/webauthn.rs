@@ -7,11 +7,12 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde_json::Value;
 use webauthn_rp::bin::{Decode, Encode};
+use webauthn_rp::request::ExtensionInfo;
 use webauthn_rp::request::auth::{
     AuthenticationVerificationOptions, DiscoverableCredentialRequestOptions,
 };
 use webauthn_rp::request::register::{
-    PublicKeyCredentialCreationOptions, PublicKeyCredentialUserEntity,
+    CredProtect, PublicKeyCredentialCreationOptions, PublicKeyCredentialUserEntity,
     RegistrationVerificationOptions, UserHandle16,
 };
 use webauthn_rp::request::{AsciiDomain, PublicKeyCredentialDescriptor, RpId, TimedCeremony};
@@ -137,12 +138,17 @@ impl RelyingParty {
         exclude: &[String],
     ) -> Result<Started, WebauthnError> {
         let handle = UserHandle16::decode(user_handle(user_id)).unwrap_or_else(|e| match e {});
+        // The account name an authenticator lists (no spaces allowed: `Pia Approver` is
+        // `Pia.Approver`), and the name as written as the display name.
+        let account = name.split_whitespace().collect::<Vec<_>>().join(".");
         let entity = PublicKeyCredentialUserEntity {
-            name: name
+            name: account
+                .as_str()
                 .try_into()
+                .or_else(|_| user_id.try_into())
                 .map_err(|e| WebauthnError::Config(format!("the user name {name:?}: {e}")))?,
             id: &handle,
-            display_name: None,
+            display_name: name.try_into().ok(),
         };
         let exclude = exclude
             .iter()
@@ -154,10 +160,15 @@ impl RelyingParty {
                 })
             })
             .collect();
-        let (server, client) =
-            PublicKeyCredentialCreationOptions::passkey(&self.rp_id, entity, exclude)
-                .start_ceremony()
-                .map_err(|e| WebauthnError::Config(e.to_string()))?;
+        let mut options = PublicKeyCredentialCreationOptions::passkey(&self.rp_id, entity, exclude);
+        // Ask authenticators to guard the credential with user verification, without refusing
+        // the many (platform ones included) that do not support the extension: every
+        // assertion the relay accepts must be user-verified anyway.
+        options.extensions.cred_protect =
+            CredProtect::UserVerificationRequired(ExtensionInfo::AllowDontEnforceValue);
+        let (server, client) = options
+            .start_ceremony()
+            .map_err(|e| WebauthnError::Config(e.to_string()))?;
         let options =
             serde_json::to_value(&client).map_err(|e| WebauthnError::Config(e.to_string()))?;
         Ok(Started {
@@ -293,5 +304,73 @@ impl RelyingParty {
             ));
         }
         Ok(B64.encode(cred.dynamic_state().encode().unwrap_or_else(|e| match e {})))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rp(url: &str) -> Result<RelyingParty, WebauthnError> {
+        RelyingParty::for_origin(&url::Url::parse(url).unwrap())
+    }
+
+    #[test]
+    fn the_relying_party_is_a_domain_in_a_secure_context() {
+        assert!(rp("http://localhost:7878").is_ok());
+        assert!(rp("https://relay.example.com").is_ok());
+        assert!(rp("http://app.localhost:7878").is_ok());
+        let ip = rp("http://127.0.0.1:7878").unwrap_err().to_string();
+        assert!(
+            ip.contains("IP address") && ip.contains("http://localhost:7878"),
+            "{ip}"
+        );
+        assert!(rp("https://[::1]:7878").is_err());
+        let plain = rp("http://relay.example.com").unwrap_err().to_string();
+        assert!(plain.contains("secure context"), "{plain}");
+    }
+
+    #[test]
+    fn options_ask_for_a_user_verified_discoverable_passkey_within_five_minutes() {
+        let rp = rp("http://localhost:7878").unwrap();
+        let now = codex_relay_core::time::now_ms();
+        let reg = rp.start_registration("usr_1", "Pia Approver", &[]).unwrap();
+        let sel = &reg.options["authenticatorSelection"];
+        assert_eq!(sel["residentKey"], "required", "{}", reg.options);
+        assert_eq!(sel["userVerification"], "required", "{}", reg.options);
+        assert_eq!(reg.options["rp"]["id"], "localhost");
+        assert_eq!(reg.options["user"]["name"], "Pia.Approver");
+        assert_eq!(reg.options["user"]["displayName"], "Pia Approver");
+        let auth = rp.start_assertion().unwrap();
+        assert_eq!(
+            auth.options["userVerification"], "required",
+            "{}",
+            auth.options
+        );
+        assert_eq!(auth.options["rpId"], "localhost");
+        for s in [&reg, &auth] {
+            assert!(
+                s.expires_at > now && s.expires_at <= now + 301_000,
+                "{}",
+                s.expires_at
+            );
+            assert!(!s.state.is_empty());
+        }
+        assert_ne!(reg.challenge, auth.challenge, "a fresh challenge each time");
+        // The same user always has the same handle; another user another.
+        assert_eq!(user_handle("usr_1"), user_handle("usr_1"));
+        assert_ne!(user_handle("usr_1"), user_handle("usr_2"));
+    }
+
+    #[test]
+    fn an_unreadable_answer_is_a_clear_error() {
+        let e = RelyingParty::read_assertion(&serde_json::json!({"id": "x"}))
+            .err()
+            .unwrap();
+        assert!(matches!(e, WebauthnError::Malformed(_)), "{e}");
+        let e = RelyingParty::registration_challenge(&serde_json::json!({}))
+            .err()
+            .unwrap();
+        assert!(matches!(e, WebauthnError::Malformed(_)), "{e}");
     }
 }
