@@ -216,7 +216,9 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
     // challenge is for those who may answer.
     ("GET", "/api/passkeys", Viewer, Open, None),
     ("POST", "/api/passkeys/register", Viewer, Open, None),
-    ("POST", "/api/passkeys/step-up", Approver, Filtered, None),
+    // A step-up for a request checks the approver role itself (one for your own passkeys
+    // is anyone's).
+    ("POST", "/api/passkeys/step-up", Viewer, Open, None),
     (
         "POST",
         "/api/passkeys",
@@ -432,6 +434,17 @@ mod tests {
             need("POST", "/api/notifications/test").action,
             Some("notify.test")
         );
+        // Passkeys: everyone their own; a step-up's challenge only for those who may answer.
+        assert_eq!(need("POST", "/api/passkeys/register").role, Viewer);
+        assert_eq!(
+            need("POST", "/api/passkeys").action,
+            Some("passkey.register")
+        );
+        assert_eq!(
+            need("DELETE", "/api/passkeys/k1").action,
+            Some("passkey.remove")
+        );
+        assert_eq!(need("POST", "/api/passkeys/step-up").scope, Open);
     }
 
     #[test]

@@ -2,9 +2,20 @@
 // button that registers one more on this device; the admin sees everyone's and may remove any.
 // Risky approvals ask a passkey holder for a fresh passkey check (docs/SECURITY.md).
 
-import { get, post, del } from './api.js';
+import { api, get, post } from './api.js';
 import { h } from './dom.js';
-import { create, supported } from './webauthn.js';
+import { create, stepUp, supported } from './webauthn.js';
+
+/** `call(extra)`; when the relay wants a check with a passkey you have first (a change to
+ * your passkeys once you have one), that check for `purpose`, then `call` again with it. */
+async function withStepUp(purpose, call) {
+  try {
+    return await call({});
+  } catch (e) {
+    if (e.code !== 'step_up_required') throw e;
+    return call({ stepUp: await stepUp(purpose) });
+  }
+}
 
 function when(ms) {
   return ms ? new Date(ms).toLocaleString() : 'never';
@@ -20,7 +31,7 @@ export function passkeysView(root) {
     error.textContent = '';
     status.textContent = 'Your device asks for your PIN or biometric…';
     try {
-      const { options } = await post('/api/passkeys/register');
+      const { options } = await withStepUp('passkey.register', (extra) => post('/api/passkeys/register', extra));
       const credential = await create(options);
       const made = await post('/api/passkeys', { name: name.value, credential });
       status.textContent = `Passkey “${made.name}” registered.`;
@@ -47,7 +58,10 @@ export function passkeysView(root) {
         h('strong', {}, k.name),
         h('span', { class: 'meta' }, ` · user ${k.userId} · added ${when(k.createdAt)} · last used ${when(k.lastUsedAt)} `),
         h('button', { class: 'button small', type: 'button', onclick: async () => {
-          try { await del(`/api/passkeys/${encodeURIComponent(k.id)}`); load(); } catch (err) { error.textContent = err.message; }
+          try {
+            await withStepUp(`passkey.remove:${k.id}`, (extra) => api('DELETE', `/api/passkeys/${encodeURIComponent(k.id)}`, extra));
+            load();
+          } catch (err) { error.textContent = err.message; }
         } }, 'Remove'))));
       if (!passkeys.length) list.replaceChildren(h('li', { class: 'meta' }, 'No passkeys yet.'));
     } catch (err) {

@@ -5,7 +5,8 @@
 //! check is refused with `step_up_required`, also with her token; from the UI's card and from an
 //! answer link it is approved with a fresh passkey assertion, and the answer and the audit log
 //! say so. Declining needs no passkey, and neither does approving a patch that stays inside the
-//! workspace (`sandboxed`). Codex goes on after each answer.
+//! workspace (`sandboxed`). Her token alone cannot add or remove a passkey of hers; the admin
+//! removes it. Codex goes on after each answer.
 
 use std::time::{Duration, Instant};
 
@@ -118,6 +119,20 @@ async fn passkeys_sign_in_and_step_up_risky_approvals_in_the_ui_and_by_link() {
     let pia =
         Client::anonymous(&relay.url).with_header("Authorization", &format!("Bearer {pia_token}"));
 
+    // The routes are in the API document, and the approval's `stepUp`.
+    let api = admin.get("/api/openapi.json").await.json();
+    for path in [
+        "/api/passkeys",
+        "/api/passkeys/register",
+        "/api/passkeys/step-up",
+        "/api/passkeys/{id}",
+        "/login/passkey/options",
+        "/login/passkey",
+    ] {
+        assert!(api["paths"][path].is_object(), "{path} documented");
+    }
+    assert!(api["components"]["schemas"]["PermissionResponse"]["properties"]["stepUp"].is_object());
+
     // The relay's own token has no person to verify: it cannot register a passkey.
     let r = admin.post("/api/passkeys/register", &json!({})).await;
     assert_eq!(r.status, 409, "{}", r.text());
@@ -168,9 +183,9 @@ async fn passkeys_sign_in_and_step_up_risky_approvals_in_the_ui_and_by_link() {
         "step_up_required"
     );
     assert!(
-        findings["uiDecision"]
-            .as_str()
-            .is_some_and(|d| d.contains("approve") && d.contains("Pia Approver")),
+        findings["uiDecision"].as_str().is_some_and(
+            |d| d.contains("approve") && d.contains("Pia Approver (approver, with a passkey)")
+        ),
         "{findings}"
     );
     assert_eq!(findings["linkBare"]["status"], 403, "{findings}");
@@ -234,8 +249,23 @@ async fn passkeys_sign_in_and_step_up_risky_approvals_in_the_ui_and_by_link() {
     until_file(ws.join("safe.txt")).await;
     assert!(!ws.join("bearer-risky.txt").exists());
 
-    // The admin removes her passkey: the next risky approval of hers needs none again.
+    // Her open session alone can neither add a passkey (a thief's) nor remove hers (to escape
+    // the step-up): both need a check with the passkey she has.
     let id = keys["passkeys"][0]["id"].as_str().unwrap();
+    let r = pia.post("/api/passkeys/register", &json!({})).await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "step_up_required");
+    let r = pia
+        .send(
+            "DELETE",
+            &format!("/api/passkeys/{id}"),
+            &[("content-type", "application/json")],
+            b"{}",
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "step_up_required");
+    // The admin removes it: the next risky approval of hers needs none again.
     let r = admin
         .send("DELETE", &format!("/api/passkeys/{id}"), &[], b"")
         .await;

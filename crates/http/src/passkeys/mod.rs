@@ -109,6 +109,45 @@ pub(crate) fn relying_party(
     Ok(RelyingParty::for_origin(&origin)?)
 }
 
+/// The purposes of a step-up that guards a user's own passkeys rather than a request: adding
+/// one (`passkey.register`) or removing one (`passkey.remove:<id>`) once the user has any, so
+/// that an open session alone (a stolen phone) can neither add the thief's passkey nor remove
+/// the owner's to escape the step-up.
+pub const SELF_PREFIX: &str = "passkey.";
+
+/// Checks the step-up that changing `g`'s own passkeys needs once they have one (`purpose`:
+/// `passkey.register` or `passkey.remove:<id>`); `Ok(None)` when none is needed.
+pub(crate) async fn self_step_up(
+    st: &AppState,
+    headers: &HeaderMap,
+    client: Option<&Client>,
+    g: &codex_relay_core::people::Grant,
+    purpose: &str,
+    credential: Option<&Value>,
+) -> Result<Option<SteppedUp>, ApiError> {
+    if st.opts.passkeys.step_up.mode == StepUpMode::Off
+        || !people(st)
+            .has_passkey(Some(&g.user_id))
+            .await
+            .map_err(store_error)?
+    {
+        return Ok(None);
+    }
+    let Some(credential) = credential else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "step_up_required",
+            format!(
+                "changing your passkeys needs a fresh check with one you have: ask POST /api/passkeys/step-up {{\"request\": \"{purpose}\"}} for a challenge and send the assertion as `stepUp`; the Passkeys view does this for you"
+            ),
+        ));
+    };
+    let rp = relying_party(st, headers, client)?;
+    check_step_up(st, &rp, purpose, Some(&g.user_id), credential)
+        .await
+        .map(Some)
+}
+
 /// Whether `answer` approves (declining, cancelling and answering questions never need a
 /// step-up).
 pub fn approves(answer: &Answer) -> bool {
@@ -247,7 +286,10 @@ pub(crate) async fn check_step_up(
         return Err(refused("this passkey is not yours: use your own"));
     }
     let owner = people.user(&key.user_id).await?;
-    if owner.disabled_at.is_some() || owner.role < Role::Approver {
+    // Approving needs an approver's passkey; a change to one's own passkeys (`passkey.…`),
+    // only one's own.
+    let approving = !request.starts_with(SELF_PREFIX);
+    if owner.disabled_at.is_some() || (approving && owner.role < Role::Approver) {
         return Err(refused("this passkey's user may not approve requests"));
     }
     let counters = rp.finish_assertion(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use super::webauthn::RelyingParty;
-use super::{Needs, needs_of, people, relying_party, store_error};
+use super::{Needs, SELF_PREFIX, needs_of, people, relying_party, self_step_up, store_error};
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, Body, ErrorBody};
@@ -32,8 +32,9 @@ fn named(who: Option<&Principal>) -> Result<&codex_relay_core::people::Grant, Ap
 }
 
 /// `POST /api/passkeys/register`: the options for `navigator.credentials.create` (a
-/// discoverable credential with user verification), valid for five minutes, once.
-#[utoipa::path(post, path = "/api/passkeys/register", tag = "passkeys",
+/// discoverable credential with user verification), valid for five minutes, once. A user who
+/// has a passkey already steps up with it first (`stepUp`).
+#[utoipa::path(post, path = "/api/passkeys/register", tag = "passkeys", request_body = SelfStepUp,
     responses((status = 200, description = "{options: PublicKeyCredentialCreationOptionsJSON}"),
         (status = 409, body = ErrorBody, description = "named_user_required: the relay's token has no passkeys; passkeys_unavailable: not a secure context or an IP address")))]
 pub async fn register_options(
@@ -41,8 +42,18 @@ pub async fn register_options(
     who: Option<axum::Extension<Principal>>,
     client: Option<axum::Extension<Client>>,
     headers: HeaderMap,
+    Body(b): Body<SelfStepUp>,
 ) -> Result<Json<Value>, ApiError> {
     let g = named(who.as_deref())?;
+    self_step_up(
+        &st,
+        &headers,
+        client.as_deref(),
+        g,
+        "passkey.register",
+        b.step_up.as_ref(),
+    )
+    .await?;
     let rp = relying_party(&st, &headers, client.as_deref())?;
     let people = people(&st);
     let have: Vec<String> = people
@@ -65,6 +76,17 @@ pub async fn register_options(
         .await
         .map_err(store_error)?;
     Ok(Json(json!({"options": started.options})))
+}
+
+/// The step-up a change to one's own passkeys needs once one has any.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SelfStepUp {
+    /// The assertion of a passkey you have, made for the challenge of
+    /// `POST /api/passkeys/step-up {request: "passkey.register"}` (or `"passkey.remove:<id>"`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub step_up: Option<Value>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -149,18 +171,36 @@ pub async fn list(
     ))
 }
 
-/// `DELETE /api/passkeys/{id}`: removes one of your passkeys (the admin: anyone's).
-#[utoipa::path(delete, path = "/api/passkeys/{id}", tag = "passkeys",
-    responses((status = 204), (status = 404, body = ErrorBody)))]
+/// `DELETE /api/passkeys/{id}` (`{stepUp}` for your own): removes one of your passkeys, after
+/// a fresh check with one of them; the admin removes anyone else's without one.
+#[utoipa::path(delete, path = "/api/passkeys/{id}", tag = "passkeys", request_body = SelfStepUp,
+    responses((status = 204), (status = 404, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "step_up_required: removing your own needs a passkey check")))]
 pub async fn remove(
     State(st): State<AppState>,
     who: Option<axum::Extension<Principal>>,
+    client: Option<axum::Extension<Client>>,
+    headers: HeaderMap,
     Path(id): Path<String>,
+    body: Option<axum::Json<SelfStepUp>>,
 ) -> Result<StatusCode, ApiError> {
     let owner = match who.as_deref() {
         Some(Principal::User(g)) if g.role < Role::Admin => Some(g.user_id.clone()),
         _ => None,
     };
+    // Your own passkey (also an admin's own): only after a check with one you have.
+    if let Some(Principal::User(g)) = who.as_deref() {
+        let mine = people(&st)
+            .passkey_record(&id)
+            .await
+            .map_err(store_error)?
+            .is_some_and(|k| k.user_id == g.user_id);
+        if mine {
+            let step_up = body.as_ref().and_then(|b| b.step_up.as_ref());
+            let purpose = format!("passkey.remove:{id}");
+            self_step_up(&st, &headers, client.as_deref(), g, &purpose, step_up).await?;
+        }
+    }
     people(&st)
         .remove_passkey(&id, owner.as_deref())
         .await
@@ -175,7 +215,8 @@ pub async fn remove(
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct StepUpAsk {
-    /// The request to approve.
+    /// The request to approve, or `passkey.register` / `passkey.remove:<id>` to change your
+    /// own passkeys.
     pub request: String,
 }
 
@@ -191,6 +232,20 @@ pub async fn step_up_options(
     headers: HeaderMap,
     Body(ask): Body<StepUpAsk>,
 ) -> Result<Json<Value>, ApiError> {
+    let rp = relying_party(&st, &headers, client.as_deref())?;
+    // A change to one's own passkeys.
+    if ask.request.starts_with(SELF_PREFIX) {
+        let g = named(who.as_deref())?;
+        let options = begin_step_up(&st, &rp, &ask.request, Some(g.user_id.clone())).await?;
+        return Ok(Json(json!({"options": options, "needed": true})));
+    }
+    if who.as_deref().is_some_and(|w| w.role() < Role::Approver) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_role",
+            "approving needs the approver role",
+        ));
+    }
     let Some(p) = st.relay.find_pending(&ask.request).await else {
         return Err(st.relay.not_open(&ask.request).await.into());
     };
@@ -213,7 +268,6 @@ pub async fn step_up_options(
         Some(Principal::User(g)) => Some(g.user_id.clone()),
         _ => None,
     };
-    let rp = relying_party(&st, &headers, client.as_deref())?;
     let options = begin_step_up(&st, &rp, &p.id, user).await?;
     Ok(Json(
         json!({"options": options, "needed": needs != Needs::Nothing}),
