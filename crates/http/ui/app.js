@@ -101,7 +101,7 @@ function route() {
     current = listView(main, { onRelayEvent });
   }
   for (const a of document.querySelectorAll('[data-nav]')) {
-    const page = ['new', 'rules', 'notify', 'audit', 'passkeys'].find((p) => hash.startsWith(`#/${p}`)) ?? (hash.startsWith('#/s/') ? 'session' : 'list');
+    const page = ['new', 'rules', 'notify', 'audit'].find((p) => hash.startsWith(`#/${p}`)) ?? (hash.startsWith('#/s/') ? 'session' : 'list');
     const active = a.dataset.nav === page;
     if (active) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');

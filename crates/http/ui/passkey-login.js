@@ -18,14 +18,19 @@ async function call(path, body) {
 }
 
 if (usable) {
+  // An alert only once there is something to say (the page's own alerts stay the only ones).
   const error = document.createElement('p');
   error.className = 'error';
-  error.setAttribute('role', 'alert');
+  const say = (m) => {
+    error.textContent = m;
+    if (m) error.setAttribute('role', 'alert');
+    else error.removeAttribute('role');
+  };
   const button = document.createElement('button');
   button.type = 'button';
   button.textContent = 'Sign in with a passkey';
   button.addEventListener('click', async () => {
-    error.textContent = '';
+    say('');
     button.disabled = true;
     try {
       const { options } = await call('/login/passkey/options', {});
@@ -35,7 +40,7 @@ if (usable) {
       const next = document.querySelector('input[name="next"]')?.value || '/';
       location.href = next.startsWith('/') && !next.startsWith('//') ? next : '/';
     } catch (e) {
-      error.textContent = e.message;
+      say(e.message);
       button.disabled = false;
     }
   });

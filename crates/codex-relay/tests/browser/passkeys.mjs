@@ -45,7 +45,7 @@ try {
   await page.getByLabel('Token').fill(env.RELAY_TOKEN);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByRole('heading', { name: 'Sessions' }).waitFor({ timeout: STEP });
-  await page.goto(`${base}/#/passkeys`, { waitUntil: 'load' });
+  await page.getByRole('link', { name: 'Passkeys' }).click();
   await page.getByRole('heading', { name: 'Passkeys' }).waitFor({ timeout: STEP });
   await page.getByLabel('Passkey name').fill('laptop');
   await page.getByRole('button', { name: 'Register a passkey' }).click();
