@@ -274,3 +274,129 @@ async fn passkeys_sign_in_and_step_up_risky_approvals_in_the_ui_and_by_link() {
     relay.stop().await;
     bed.assert_no_codex_left().await;
 }
+
+/// `--step-up all` on the real Codex: nobody has a passkey, so the relay's token cannot approve
+/// a risky request (`step_up_required`, saying why), but declines it; it still approves a patch
+/// that stays in the workspace; a risky request's answer link asks for a passkey on its page and
+/// refuses an approval without one; a bad `--step-up` word is refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_step_up_all_the_relays_token_cannot_approve_a_risky_request() {
+    let bed = Bed::start(codex_relay_testkit::NEWEST).await;
+    let ws = bed.home.workspace().to_path_buf();
+    bed.model.route(
+        "ALL-RISKY",
+        [
+            Reply::exec("touch all-risky.txt", "ALL-RISKY-1"),
+            Reply::text("risky done"),
+        ],
+    );
+    bed.model.route(
+        "ALL-SAFE",
+        [
+            patch("all-safe.txt", "ALL-SAFE-1"),
+            Reply::text("safe done"),
+        ],
+    );
+    let (hook, got) = receiver().await;
+    let notify = bed.home.root().join("notify.toml");
+    std::fs::write(
+        &notify,
+        format!(
+            "answer_links = true\npush = false\n[[webhook]]\nname = \"ops\"\nurl = \"{hook}\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n"
+        ),
+    )
+    .unwrap();
+    let mut args = bed.args(600_000);
+    args.extend(["--step-up".into(), "sometimes".into()]);
+    let out = tokio::process::Command::new(crate::common::RELAY)
+        .arg("serve")
+        .args(&args)
+        .env("CODEX_RELAY_TOKEN", codex_relay_testkit::RELAY_TEST_TOKEN)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("passkey-users"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut args = bed.args(600_000);
+    args.extend([
+        "--step-up".into(),
+        "all".into(),
+        "--notify".into(),
+        notify.display().to_string(),
+    ]);
+    let relay = HttpRelay::start(args).await;
+    let admin = Client::new(&relay.url);
+
+    let risky = start(&admin, &ws, "ALL-RISKY").await;
+    let req = wait_pending(&admin, &risky).await;
+    assert_eq!(reach_of(&admin, &risky, &req).await, "outside");
+    let r = admin
+        .post(
+            "/api/codex/permission/respond",
+            &json!({"id": req, "action": "allow"}),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "step_up_required");
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("relay's token")),
+        "{}",
+        r.text()
+    );
+    // Its answer link asks for a passkey and refuses an approval without one.
+    let approve = until_hook(&got, &req).await["data"]["answer"]["approveUrl"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let link = path_of(&approve);
+    let anon = Client::anonymous(&relay.url);
+    let page = anon.get(&link).await;
+    assert!(
+        page.text().contains("Approve once with a passkey"),
+        "{}",
+        page.text()
+    );
+    let t = link.split("t=").nth(1).unwrap().split('&').next().unwrap();
+    let r = anon
+        .send(
+            "POST",
+            &format!("/answer/{req}"),
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("sec-fetch-site", "same-origin"),
+            ],
+            format!("t={t}&a=approve").as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.text().contains("step_up_required"), "{}", r.text());
+    // Declining needs no passkey.
+    let r = admin
+        .post(
+            "/api/codex/permission/respond",
+            &json!({"id": req, "action": "deny", "message": "no"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    let safe = start(&admin, &ws, "ALL-SAFE").await;
+    let req = wait_pending(&admin, &safe).await;
+    assert_eq!(reach_of(&admin, &safe, &req).await, "sandboxed");
+    let r = admin
+        .post(
+            "/api/codex/permission/respond",
+            &json!({"id": req, "action": "allow"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    until_file(ws.join("all-safe.txt")).await;
+    assert!(!ws.join("all-risky.txt").exists());
+    relay.stop().await;
+    bed.assert_no_codex_left().await;
+}
