@@ -62,6 +62,7 @@ mod one_door;
 mod ordinary_user;
 mod passkeys;
 mod people;
+mod people_forms;
 mod rate_limits;
 mod rules_notify_knobs;
 mod rules_sandbox;
