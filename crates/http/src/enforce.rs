@@ -136,6 +136,18 @@ pub async fn authorize(
         audit(gate, &entry).await;
         return forbidden(why);
     }
+    // An MCP approval of a risky request that needs a passkey check: refused before it runs.
+    for c in calls
+        .iter()
+        .filter(|c| c.tool.as_deref() == Some("codex_respond"))
+    {
+        if let Some(refusal) =
+            crate::passkeys::mcp_refusal(&gate.credentials, &principal, c.arguments.as_ref()).await
+        {
+            tracing::info!(target: "codex_relay::security", %what, "refused: an MCP approval without the step-up it needs");
+            return refusal.into_response();
+        }
+    }
     let mut req = Request::from_parts(parts, body);
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(via);

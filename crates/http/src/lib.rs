@@ -96,6 +96,8 @@ pub struct AppState {
 
 /// Everything the HTTP front serves (the caller adds `/mcp` and wraps it all in [`secure`]).
 pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
+    opts.credentials
+        .set_step_up(relay.clone(), opts.passkeys.step_up.clone());
     let state = AppState {
         relay,
         opts: Arc::new(opts),

@@ -52,6 +52,28 @@ async fn reach_of(c: &Client, session: &str, id: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// `codex_respond` over MCP (one posted JSON-RPC message).
+async fn mcp_respond(
+    c: &Client,
+    session: &str,
+    id: &str,
+    answer: &str,
+) -> crate::http_support::Resp {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "codex_respond",
+            "arguments": {"sessionId": session, "id": id, "answers": answer}}});
+    c.send(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .await
+}
+
 /// Waits (with backoff) until `file` exists in the workspace: Codex ran what was approved.
 async fn until_file(path: std::path::PathBuf) {
     let deadline = Instant::now() + WAIT;
@@ -78,6 +100,7 @@ async fn passkeys_sign_in_and_step_up_risky_approvals_in_the_ui_and_by_link() {
         ("STEP-UI", "ui-risky.txt"),
         ("STEP-LINK", "link-risky.txt"),
         ("STEP-BEARER", "bearer-risky.txt"),
+        ("STEP-MCP", "mcp-risky.txt"),
     ] {
         bed.model.route(
             marker,
@@ -236,6 +259,20 @@ async fn passkeys_sign_in_and_step_up_risky_approvals_in_the_ui_and_by_link() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
+    // Over MCP (no passkey there) her approval of a risky request is refused before it runs.
+    let over_mcp = start(&admin, &ws, "STEP-MCP").await;
+    let mcp_req = wait_pending(&admin, &over_mcp).await;
+    let r = mcp_respond(&pia, &over_mcp, &mcp_req, "approve").await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "step_up_required");
+    assert!(r.text().contains("answer link"), "{}", r.text());
+    let r = pia
+        .post(
+            "/api/codex/permission/respond",
+            &json!({"id": mcp_req, "action": "deny"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
     let safe = start(&admin, &ws, "STEP-SAFE").await;
     let safe_req = wait_pending(&admin, &safe).await;
     assert_eq!(reach_of(&admin, &safe, &safe_req).await, "sandboxed");
@@ -248,6 +285,7 @@ async fn passkeys_sign_in_and_step_up_risky_approvals_in_the_ui_and_by_link() {
     assert_eq!(r.status, 200, "{}", r.text());
     until_file(ws.join("safe.txt")).await;
     assert!(!ws.join("bearer-risky.txt").exists());
+    assert!(!ws.join("mcp-risky.txt").exists());
 
     // Her open session alone can neither add a passkey (a thief's) nor remove hers (to escape
     // the step-up): both need a check with the passkey she has.
@@ -349,6 +387,9 @@ async fn under_step_up_all_the_relays_token_cannot_approve_a_risky_request() {
         "{}",
         r.text()
     );
+    let r = mcp_respond(&admin, &risky, &req, "approve").await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "step_up_required");
     // Its answer link asks for a passkey and refuses an approval without one.
     let approve = until_hook(&got, &req).await["data"]["answer"]["approveUrl"]
         .as_str()

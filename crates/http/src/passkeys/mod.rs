@@ -109,6 +109,57 @@ pub(crate) fn relying_party(
     Ok(RelyingParty::for_origin(&origin)?)
 }
 
+/// Whether an MCP `codex_respond` call's `answers` may approve: anything but a plain denial
+/// or cancellation (an option's index, say) counts, so an unclear answer is held to the step-up.
+pub fn mcp_answer_approves(answers: Option<&Value>) -> bool {
+    let declines = |v: &Value| {
+        v.as_str().is_some_and(|s| {
+            let s = s.trim().to_ascii_lowercase();
+            s.starts_with("deny") || s.starts_with("decline") || s.starts_with("cancel")
+        })
+    };
+    match answers {
+        None => true,
+        Some(Value::Array(list)) => !list.iter().all(declines),
+        Some(one) => !declines(one),
+    }
+}
+
+/// The gate's check of MCP answers: `codex_respond` cannot carry a passkey assertion, so an
+/// approval of a risky request that needs a step-up is refused there (`Some(refusal)`), with
+/// where to approve it instead.
+pub async fn mcp_refusal(
+    creds: &crate::auth::Credentials,
+    who: &Principal,
+    arguments: Option<&Value>,
+) -> Option<ApiError> {
+    let (relay, policy) = creds.step_up()?;
+    let args = arguments?;
+    if !mcp_answer_approves(args.get("answers")) {
+        return None;
+    }
+    let id = args.get("id")?.as_str()?;
+    let p = relay.find_pending(id).await?;
+    let needs = needs_under(&relay.people(), policy, &p, Some(who)).await;
+    match needs {
+        Ok(Needs::Nothing) => None,
+        Ok(Needs::Refused(why)) => Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "step_up_required",
+            why,
+        )),
+        Ok(Needs::Passkey(_)) => Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "step_up_required",
+            format!(
+                "approving this request needs a fresh passkey check, which MCP cannot carry. {} Approve it in the web UI or through its answer link; declining over MCP needs none.",
+                p.reach.map(|r| r.text()).unwrap_or_default()
+            ),
+        )),
+        Err(e) => Some(e),
+    }
+}
+
 /// The purposes of a step-up that guards a user's own passkeys rather than a request: adding
 /// one (`passkey.register`) or removing one (`passkey.remove:<id>`) once the user has any, so
 /// that an open session alone (a stolen phone) can neither add the thief's passkey nor remove
@@ -174,7 +225,16 @@ pub(crate) async fn needs_of(
     p: &PendingView,
     who: Option<&Principal>,
 ) -> Result<Needs, ApiError> {
-    let policy = &st.opts.passkeys.step_up;
+    needs_under(&people(st), &st.opts.passkeys.step_up, p, who).await
+}
+
+/// [`needs_of`] with the people and the policy given.
+pub(crate) async fn needs_under(
+    people: &People,
+    policy: &StepUpPolicy,
+    p: &PendingView,
+    who: Option<&Principal>,
+) -> Result<Needs, ApiError> {
     if policy.mode == StepUpMode::Off || !policy.risky(p) {
         return Ok(Needs::Nothing);
     }
@@ -183,7 +243,7 @@ pub(crate) async fn needs_of(
         _ => None,
     };
     let has = match &user {
-        Some(u) => people(st).has_passkey(Some(u)).await.map_err(store_error)?,
+        Some(u) => people.has_passkey(Some(u)).await.map_err(store_error)?,
         None => false,
     };
     Ok(match (policy.mode, user, has) {

@@ -139,6 +139,23 @@ mod tests {
     }
 
     #[test]
+    fn an_mcp_answer_approves_unless_it_plainly_declines() {
+        use crate::passkeys::mcp_answer_approves as approves;
+        use serde_json::json;
+        assert!(approves(Some(&json!("approve"))));
+        assert!(approves(Some(&json!("approve for session"))));
+        assert!(
+            approves(Some(&json!(0))),
+            "an option's index is held to the step-up"
+        );
+        assert!(approves(Some(&json!(["deny", "approve"]))));
+        assert!(approves(None));
+        assert!(!approves(Some(&json!("deny"))));
+        assert!(!approves(Some(&json!(" Cancel"))));
+        assert!(!approves(Some(&json!(["decline"]))));
+    }
+
+    #[test]
     fn modes_have_words() {
         assert_eq!(StepUpMode::parse("off"), Some(StepUpMode::Off));
         assert_eq!(
