@@ -60,6 +60,21 @@ pub struct HttpArgs {
     /// `__Host-`; repeatable.
     #[arg(long = "trusted-proxy", value_name = "IP")]
     trusted_proxies: Vec<IpAddr>,
+    /// Where browsers reach the relay, e.g. `https://relay.example.com`: its host is the
+    /// passkeys' relying party ID (a domain name; WebAuthn refuses IP addresses) and its
+    /// origin the one passkeys are used from. Without it, the address each browser used.
+    #[arg(long, env = "CODEX_RELAY_PUBLIC_URL", value_name = "URL")]
+    public_url: Option<String>,
+    /// Who must confirm approving a risky request (one that leaves the sandbox, reaches the
+    /// network, asks for more permissions, or a --step-up-command) with a fresh passkey check:
+    /// `off`, `passkey-users` (named users who registered a passkey; answer links once anyone
+    /// has) or `all` (then the relay's token and users without a passkey cannot approve them).
+    #[arg(long, env = "CODEX_RELAY_STEP_UP", default_value = "passkey-users", value_parser = ["off", "passkey-users", "all"])]
+    step_up: String,
+    /// A command pattern (as in rules: `git push*`) whose approval is risky whatever it
+    /// reaches; repeatable.
+    #[arg(long = "step-up-command", value_name = "PATTERN")]
+    step_up_commands: Vec<String>,
 }
 
 /// CODEX_RELAY_TOKEN, taken from the environment by `main` before anything else runs (the
@@ -113,7 +128,36 @@ impl HttpArgs {
             .map(|o| codex_relay_http::security::parse_cors_origin(o))
             .collect::<Result<_, _>>()
             .map_err(anyhow::Error::msg)?;
+        self.passkeys()?;
         Ok(())
+    }
+
+    /// The passkey settings: the public URL and the step-up policy.
+    pub fn passkeys(&self) -> anyhow::Result<codex_relay_http::passkeys::PasskeyOptions> {
+        use codex_relay_http::passkeys::{StepUpMode, StepUpPolicy};
+        let public_url = match &self.public_url {
+            Some(u) => Some(
+                codex_relay_http::passkeys::public_url(u)
+                    .map_err(|e| anyhow::anyhow!("--public-url: {e}"))?,
+            ),
+            None => None,
+        };
+        let commands = self
+            .step_up_commands
+            .iter()
+            .map(|c| {
+                codex_relay_core::glob::Pattern::command(c)
+                    .map_err(|e| anyhow::anyhow!("--step-up-command {c:?}: {e}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(codex_relay_http::passkeys::PasskeyOptions {
+            public_url,
+            step_up: StepUpPolicy {
+                mode: StepUpMode::parse(&self.step_up).unwrap_or_default(),
+                commands,
+                ..Default::default()
+            },
+        })
     }
 
     /// The token: the one given (CODEX_RELAY_TOKEN, --token-file), else the one kept in
@@ -205,6 +249,7 @@ impl HttpArgs {
             credentials: credentials.clone(),
             vapid_public_key: notify.vapid_public_key,
             notify_channels: notify.channels,
+            passkeys: self.passkeys().unwrap_or_default(),
             stop,
         };
         let app = codex_relay_http::router(relay.clone(), opts).merge(fronts);

@@ -257,6 +257,19 @@ impl Relay {
         token: &str,
         answer: Answer,
     ) -> Result<Resolution, LinkError> {
+        self.answer_by_link_as(request_id, token, answer, None)
+            .await
+    }
+
+    /// [`Self::answer_by_link`], naming the person who answered when the front knows them (a
+    /// risky approval stepped up with their passkey).
+    pub async fn answer_by_link_as(
+        &self,
+        request_id: &str,
+        token: &str,
+        answer: Answer,
+        person: Option<crate::person::Person>,
+    ) -> Result<Resolution, LinkError> {
         if !matches!(
             answer,
             Answer::Approve {
@@ -277,7 +290,7 @@ impl Relay {
         // leaves it usable, and using it again answers or says who answered, never twice.
         let by = Decider::AnswerLink;
         let resolution = self
-            .decide(&row.session_id, request_id, answer, by, None)
+            .decide(&row.session_id, request_id, answer, by, person)
             .await
             .map_err(|e| match e {
                 RelayError::AlreadyResolved { decision, by, .. } => {

@@ -212,6 +212,27 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
         Relay,
         Some("invitation.create"),
     ),
+    // Passkeys: every named user manages their own (the admin: anyone's); a step-up's
+    // challenge is for those who may answer.
+    ("GET", "/api/passkeys", Viewer, Open, None),
+    ("POST", "/api/passkeys/register", Viewer, Open, None),
+    // A step-up for a request checks the approver role itself (one for your own passkeys
+    // is anyone's).
+    ("POST", "/api/passkeys/step-up", Viewer, Open, None),
+    (
+        "POST",
+        "/api/passkeys",
+        Viewer,
+        Open,
+        Some("passkey.register"),
+    ),
+    (
+        "DELETE",
+        "/api/passkeys/{id}",
+        Viewer,
+        Open,
+        Some("passkey.remove"),
+    ),
     ("GET", "/api/audit", Admin, Relay, None),
     ("GET", "/api/audit/export", Admin, Relay, None),
     ("GET", "/api/openapi.json", Viewer, Open, None),
@@ -417,6 +438,17 @@ mod tests {
             need("POST", "/api/notifications/test").action,
             Some("notify.test")
         );
+        // Passkeys: everyone their own; a step-up's challenge only for those who may answer.
+        assert_eq!(need("POST", "/api/passkeys/register").role, Viewer);
+        assert_eq!(
+            need("POST", "/api/passkeys").action,
+            Some("passkey.register")
+        );
+        assert_eq!(
+            need("DELETE", "/api/passkeys/k1").action,
+            Some("passkey.remove")
+        );
+        assert_eq!(need("POST", "/api/passkeys/step-up").scope, Open);
     }
 
     #[test]

@@ -164,6 +164,9 @@ pub struct Credentials {
     logins_file: Option<PathBuf>,
     /// The relay's people (users and their tokens), once the relay is open.
     people: std::sync::OnceLock<codex_relay_core::people::People>,
+    /// The relay and the step-up policy, for the gate's check of MCP answers (which cannot
+    /// carry a passkey assertion), once the router is made.
+    step_up: std::sync::OnceLock<(codex_relay_core::Relay, crate::passkeys::StepUpPolicy)>,
 }
 
 impl Credentials {
@@ -181,7 +184,21 @@ impl Credentials {
             failures: Mutex::new(HashMap::new()),
             logins_file,
             people: std::sync::OnceLock::new(),
+            step_up: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Lets the gate ask whether an MCP answer approves a risky request. Set once.
+    pub fn set_step_up(
+        &self,
+        relay: codex_relay_core::Relay,
+        policy: crate::passkeys::StepUpPolicy,
+    ) {
+        let _ = self.step_up.set((relay, policy));
+    }
+
+    pub fn step_up(&self) -> Option<&(codex_relay_core::Relay, crate::passkeys::StepUpPolicy)> {
+        self.step_up.get()
     }
 
     /// Lets personal tokens in: checked against `people`'s store on every use. Set once.

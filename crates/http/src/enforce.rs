@@ -26,6 +26,8 @@ pub struct AuditNote {
     pub request: Option<String>,
     pub decision: Option<String>,
     pub rule: Option<String>,
+    /// The passkey a risky approval was stepped up with, by name.
+    pub step_up: Option<String>,
 }
 
 impl AuditNote {
@@ -134,6 +136,18 @@ pub async fn authorize(
         audit(gate, &entry).await;
         return forbidden(why);
     }
+    // An MCP approval of a risky request that needs a passkey check: refused before it runs.
+    for c in calls
+        .iter()
+        .filter(|c| c.tool.as_deref() == Some("codex_respond"))
+    {
+        if let Some(refusal) =
+            crate::passkeys::mcp_refusal(&gate.credentials, &principal, c.arguments.as_ref()).await
+        {
+            tracing::info!(target: "codex_relay::security", %what, "refused: an MCP approval without the step-up it needs");
+            return refusal.into_response();
+        }
+    }
     let mut req = Request::from_parts(parts, body);
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(via);
@@ -175,8 +189,12 @@ pub async fn authorize(
         })
     });
     entry.rule = note.rule;
-    entry.detail =
-        Some(json!({"method": method.as_str(), "path": path, "status": res.status().as_u16()}));
+    let mut detail =
+        json!({"method": method.as_str(), "path": path, "status": res.status().as_u16()});
+    if let Some(passkey) = note.step_up {
+        detail["stepUp"] = json!({"passkey": passkey, "userVerified": true});
+    }
+    entry.detail = Some(detail);
     audit(gate, &entry).await;
     res
 }

@@ -180,7 +180,9 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
             | "/sw.js"
             | "/ui/icon-192.png"
             | "/ui/icon-512.png"
-    ) || path.starts_with("/answer/")
+    ) || path.starts_with("/login/passkey")
+        || path == "/answer-step-up.js"
+        || path.starts_with("/answer/")
         || path.starts_with("/invite/")
         || path.starts_with("/n/");
     // A correct credential is never throttled (or anyone sharing the client's address could

@@ -28,6 +28,7 @@ pub mod gate;
 pub mod health;
 pub mod notify;
 pub mod openapi;
+pub mod passkeys;
 pub mod people;
 pub mod permission;
 pub mod rate_limits;
@@ -63,6 +64,8 @@ pub struct HttpOptions {
     /// The notification channels `serve` delivers to (webhook names, and `push` when Web Push
     /// is on): what `POST /api/notifications/test` accepts.
     pub notify_channels: Vec<String>,
+    /// Passkeys: the relying party's URL and the step-up policy for risky approvals.
+    pub passkeys: passkeys::PasskeyOptions,
     /// Cancelled when the server stops: every event stream ends at once (a browser's stream
     /// would otherwise hold the connection, and the shutdown, open).
     pub stop: tokio_util::sync::CancellationToken,
@@ -75,6 +78,7 @@ impl Default for HttpOptions {
             credentials: Arc::new(auth::Credentials::new(None, None)),
             vapid_public_key: None,
             notify_channels: Vec::new(),
+            passkeys: Default::default(),
             stop: Default::default(),
         }
     }
@@ -92,6 +96,8 @@ pub struct AppState {
 
 /// Everything the HTTP front serves (the caller adds `/mcp` and wraps it all in [`secure`]).
 pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
+    opts.credentials
+        .set_step_up(relay.clone(), opts.passkeys.step_up.clone());
     let state = AppState {
         relay,
         opts: Arc::new(opts),
@@ -163,6 +169,24 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
             "/api/invitations",
             get(people::list_invitations).post(people::create_invitation),
         )
+        .route(
+            "/api/passkeys",
+            get(passkeys::routes::list).post(passkeys::routes::register),
+        )
+        .route(
+            "/api/passkeys/register",
+            post(passkeys::routes::register_options),
+        )
+        .route(
+            "/api/passkeys/step-up",
+            post(passkeys::routes::step_up_options),
+        )
+        .route(
+            "/api/passkeys/{id}",
+            axum::routing::delete(passkeys::routes::remove),
+        )
+        .route("/login/passkey/options", post(passkeys::login::options))
+        .route("/login/passkey", post(passkeys::login::sign_in))
         .route("/api/audit", get(people::audit))
         .route("/api/audit/export", get(people::export))
         .route("/api/openapi.json", get(openapi::document))

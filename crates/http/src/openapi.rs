@@ -4,7 +4,7 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::{
-    daemon_threads, deliveries, export, health, notify, people, permission, rate_limits,
+    daemon_threads, deliveries, export, health, notify, passkeys, people, permission, rate_limits,
     relay_stream, rules, sessions, sse, threads, worktree,
 };
 
@@ -24,6 +24,9 @@ use crate::{
         people::me, people::list_users, people::create_user, people::update_user,
         people::list_tokens, people::create_token, people::revoke_token,
         people::list_invitations, people::create_invitation, people::audit, people::export,
+        passkeys::routes::register_options, passkeys::routes::register, passkeys::routes::list,
+        passkeys::routes::remove, passkeys::routes::step_up_options, passkeys::login::options,
+        passkeys::login::sign_in,
         health::healthz, health::metrics, document,
     ),
     modifiers(&BearerAuth),

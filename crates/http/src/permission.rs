@@ -224,6 +224,8 @@ pub async fn respond(
     State(st): State<AppState>,
     who: Option<axum::Extension<crate::auth::Principal>>,
     person: Option<axum::Extension<codex_relay_core::people::Person>>,
+    client: Option<axum::Extension<crate::gate::Client>>,
+    headers: axum::http::HeaderMap,
     Body(r): Body<PermissionResponse>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
@@ -240,15 +242,42 @@ pub async fn respond(
         ));
     }
     let answer = answer(&p, &r)?;
+    let mut person = person.map(|p| p.0);
+    let mut stepped_up = None;
+    if crate::passkeys::approves(&answer) {
+        use crate::passkeys::Needs;
+        match crate::passkeys::needs_of(&st, &p, who.as_deref()).await? {
+            Needs::Nothing => {}
+            Needs::Refused(why) => {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::FORBIDDEN,
+                    "step_up_required",
+                    why,
+                ));
+            }
+            Needs::Passkey(user) => {
+                let Some(credential) = &r.step_up else {
+                    return Err(crate::passkeys::step_up_required(&p, false));
+                };
+                let rp = crate::passkeys::relying_party(&st, &headers, client.as_deref())?;
+                let done =
+                    crate::passkeys::check_step_up(&st, &rp, &p.id, user.as_deref(), credential)
+                        .await?;
+                person = person.map(|p| p.with_device(Some(&done.device())));
+                stepped_up = Some(done.passkey);
+            }
+        }
+    }
     let resolution = st
         .relay
-        .respond_as(&p.session_id, &r.id, answer, BY, person.map(|p| p.0))
+        .respond_as(&p.session_id, &r.id, answer, BY, person)
         .await?;
     let note = crate::enforce::AuditNote {
         session: Some(p.session_id.clone()),
         request: Some(resolution.id.clone()),
         decision: Some(resolution.decision.as_str().to_owned()),
         rule: None,
+        step_up: stepped_up,
     };
     Ok(note.on(Json(PermissionResolved {
         id: resolution.id,

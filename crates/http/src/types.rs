@@ -327,6 +327,12 @@ pub struct PermissionResponse {
     /// session`, `approve with codex rule` where offered, `deny`, `cancel`); when given it is
     /// the answer (`message` goes with a denial) and `action` and `forSession` are not read.
     pub option: Option<String>,
+    /// With an approval of a risky request, when step-up applies: the user-verified passkey
+    /// assertion (`PublicKeyCredential.toJSON()`) made for the challenge of
+    /// `POST /api/passkeys/step-up {request}`. Without it such an approval gets 403
+    /// `step_up_required`.
+    #[schema(value_type = Option<Object>)]
+    pub step_up: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]

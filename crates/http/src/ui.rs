@@ -3,7 +3,7 @@
 
 mod answer;
 mod invite;
-mod login;
+pub(crate) mod login;
 
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -85,6 +85,10 @@ static ASSETS: &[Asset] = &[
     asset!("ruleform.js", JS),
     asset!("notify.js", JS),
     asset!("audit.js", JS),
+    asset!("passkeys.js", JS),
+    asset!("webauthn.js", JS),
+    asset!("passkey-login.js", JS),
+    asset!("step-up.js", JS),
     asset!("sw.js", JS),
     asset!("manifest.webmanifest", "application/manifest+json"),
     asset!("icon-192.png", "image/png"),
@@ -110,6 +114,19 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             get(|h: HeaderMap| async move { named("manifest.webmanifest", &h) }),
         )
         .route("/answer/{request}", get(answer::show).post(answer::submit))
+        .route(
+            "/answer/{request}/step-up",
+            axum::routing::post(answer::step_up_options),
+        )
+        // The scripts of the pages open without a login (plain files, no secrets).
+        .route(
+            "/login/passkey.js",
+            get(|h: HeaderMap| async move { named("passkey-login.js", &h) }),
+        )
+        .route(
+            "/answer-step-up.js",
+            get(|h: HeaderMap| async move { named("step-up.js", &h) }),
+        )
         .route("/invite/{code}", get(invite::show).post(invite::accept))
         .route("/n/{id}", get(crate::deliveries::open))
         .route("/login", get(login::form).post(login::submit))

@@ -9,6 +9,7 @@ import { sessionView } from './session.js';
 import { rulesView } from './rules.js';
 import { notifyView } from './notify.js';
 import { auditView } from './audit.js';
+import { passkeysView } from './passkeys.js';
 
 const main = document.getElementById('main');
 const conn = document.getElementById('conn');
@@ -101,6 +102,8 @@ function route() {
     current = notifyView(main);
   } else if (hash.startsWith('#/audit')) {
     current = auditView(main);
+  } else if (hash.startsWith('#/passkeys')) {
+    current = passkeysView(main);
   } else {
     current = listView(main, { onRelayEvent });
   }

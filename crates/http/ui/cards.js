@@ -3,6 +3,7 @@
 // first answer wins and a late one is told so.
 
 import { get, respond } from './api.js';
+import { stepUp } from './webauthn.js';
 import { h, shellCommand, whoAnswered } from './dom.js';
 import { ruleForm } from './ruleform.js';
 import { diffBlock } from './diff.js';
@@ -199,7 +200,14 @@ export function requestCard(req) {
     for (const b of card.querySelectorAll('button')) b.disabled = true;
     status.textContent = 'Sending…';
     try {
-      await respond(req.id, action, extra);
+      try {
+        await respond(req.id, action, extra);
+      } catch (e) {
+        // A risky approval wants a fresh passkey check: the device asks, then approve again.
+        if (e.code !== 'step_up_required') throw e;
+        status.textContent = 'This approval needs your passkey: your device asks for your PIN or biometric…';
+        await respond(req.id, action, { ...extra, stepUp: await stepUp(req.id) });
+      }
       // The resolved event may have arrived first and said who answered; keep that.
       if (!done) status.textContent = 'Answered.';
     } catch (e) {

@@ -88,7 +88,11 @@ export function whoAnswered(by, byUser) {
   const b = by || '';
   // A named user: their name and role, the front in the tooltip (the relay's own token keeps
   // the front's words).
-  if (byUser && byUser.name && byUser.id !== 'admin-token') return h('span', { class: 'who-person', title: `${byUser.role} · ${b}${byUser.device ? ` · ${byUser.device}` : ''}` }, `${byUser.name} (${byUser.role})`);
+  // A risky approval stepped up with a passkey says so.
+  if (byUser && byUser.name && byUser.id !== 'admin-token') {
+    const passkey = /^passkey /.test(byUser.device || '') ? ', with a passkey' : '';
+    return h('span', { class: 'who-person', title: `${byUser.role} · ${b}${byUser.device ? ` · ${byUser.device}` : ''}` }, `${byUser.name} (${byUser.role}${passkey})`);
+  }
   if (b.startsWith('rule:')) return h('a', { href: '#/rules', class: 'who-rule' }, `rule ${b.slice(5)}`);
   const words = {
     http: 'a person (web UI / HTTP)',

@@ -34,7 +34,8 @@ export function listView(root, { onRelayEvent }) {
   let cursor = null;
 
   root.append(
-    h('div', { class: 'page-head' }, h('h1', {}, 'Sessions')),
+    // Passkeys are this device's sign-in and step-up (kept off the header, which is full on a phone).
+    h('div', { class: 'page-head' }, h('h1', {}, 'Sessions'), h('a', { class: 'button small', href: '#/passkeys' }, 'Passkeys')),
     notice, tbody, more);
 
   function row(s) {

@@ -69,12 +69,12 @@ pub(crate) async fn until_hook(got: &Arc<Mutex<Vec<Value>>>, request: &str) -> V
     }
 }
 
-async fn pending_of(c: &Client, session: &str) -> Option<String> {
+pub(crate) async fn pending_of(c: &Client, session: &str) -> Option<String> {
     let snap = c.get(&format!("/api/sessions/{session}")).await.json();
     snap["pending"][0]["id"].as_str().map(str::to_owned)
 }
 
-async fn wait_pending(c: &Client, session: &str) -> String {
+pub(crate) async fn wait_pending(c: &Client, session: &str) -> String {
     let deadline = Instant::now() + WAIT;
     loop {
         if let Some(id) = pending_of(c, session).await {

@@ -60,6 +60,7 @@ mod npm_package;
 mod npm_package_exits;
 mod one_door;
 mod ordinary_user;
+mod passkeys;
 mod people;
 mod people_forms;
 mod people_streams;

@@ -202,6 +202,10 @@ impl People {
         Self { store }
     }
 
+    pub(super) fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Adds a named user.
     pub async fn create_user(
         &self,

@@ -30,6 +30,7 @@ mod soak;
 mod store;
 mod store_faults;
 mod store_fence;
+mod store_passkeys;
 mod store_readonly;
 mod store_retention;
 mod subagents;

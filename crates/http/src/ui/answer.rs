@@ -1,6 +1,8 @@
 //! The answer-link pages (`/answer/{request}?t=…`), open without a login: GET shows the
 //! request and asks (it never answers: link previews and scanners fetch URLs), POST answers
-//! it with the link, once. No script; the token never leaves in a Referer.
+//! it with the link, once. The token never leaves in a Referer. Approving a risky request
+//! (docs/SECURITY.md "Passkeys and step-up") also needs a fresh passkey assertion: then the
+//! page's one script (`/answer-step-up.js`) gets it for the approve button.
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
@@ -28,6 +30,9 @@ pub(crate) struct LinkForm {
     a: String,
     #[serde(default)]
     reason: Option<String>,
+    /// The passkey assertion of a stepped-up approval (JSON text).
+    #[serde(default)]
+    step_up: Option<String>,
 }
 
 fn escape(s: &str) -> String {
@@ -39,6 +44,11 @@ fn escape(s: &str) -> String {
 }
 
 fn page(status: StatusCode, body: &str) -> Response {
+    page_with(status, body, false)
+}
+
+/// The page; `script`: with the step-up script (its own file, and calls to this relay only).
+fn page_with(status: StatusCode, body: &str, script: bool) -> Response {
     let html = format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -64,9 +74,11 @@ button {{ font: inherit; font-weight: 600; padding: 12px; border-radius: 8px; bo
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-        ),
+        HeaderValue::from_static(if script {
+            "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+        } else {
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+        }),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(
@@ -185,9 +197,20 @@ pub(crate) async fn page_get(
     record_opened(st, &p).await;
     let deny_first = q.a.as_deref() == Some("deny");
     let token = escape(&q.t);
-    let approve = format!(
-        r#"<form method="post"><input type="hidden" name="t" value="{token}"><input type="hidden" name="a" value="approve"><button class="approve" type="submit">Approve once</button></form>"#
+    let step_up = matches!(
+        crate::passkeys::needs_of_link(st, &p).await,
+        Ok(crate::passkeys::Needs::Passkey(_)) | Err(_)
     );
+    let approve = if step_up {
+        format!(
+            r#"<form method="post" data-step-up="{id}"><input type="hidden" name="t" value="{token}"><input type="hidden" name="a" value="approve"><input type="hidden" name="step_up" value=""><button class="approve" type="submit">Approve once with a passkey</button><p class="note">Approving this needs a passkey of someone who may approve: your device asks for your PIN or biometric.</p><p class="error" role="alert" hidden></p></form><script type="module" src="/answer-step-up.js"></script>"#,
+            id = escape(&p.id)
+        )
+    } else {
+        format!(
+            r#"<form method="post"><input type="hidden" name="t" value="{token}"><input type="hidden" name="a" value="approve"><button class="approve" type="submit">Approve once</button></form>"#
+        )
+    };
     let deny = format!(
         r#"<form method="post"><input type="hidden" name="t" value="{token}"><input type="hidden" name="a" value="deny"><label>Reason (the model reads it)<input name="reason" type="text" maxlength="500"></label><button class="deny" type="submit">Deny</button></form>"#
     );
@@ -196,7 +219,7 @@ pub(crate) async fn page_get(
     } else {
         (approve, deny)
     };
-    Ok(page(
+    Ok(page_with(
         StatusCode::OK,
         &format!(
             r#"<h1>Answer this request</h1>{}{first}{second}<p>This link answers this one request, once. <a href="/#/s/{}?request={}">Open it in codex-relay</a></p>"#,
@@ -204,6 +227,7 @@ pub(crate) async fn page_get(
             escape(&p.session_id),
             escape(&p.id)
         ),
+        step_up,
     ))
 }
 
@@ -218,10 +242,102 @@ pub(crate) async fn show(
         .unwrap_or_else(|e| refused(&e))
 }
 
-/// `POST /answer/{request}` (`t`, `a`, `reason`): answers with the link, once.
+/// `POST /answer/{request}/step-up` (`t`): the challenge of a passkey step-up for approving
+/// this request with its link (any passkey of a user who may approve; five minutes, once).
+pub(crate) async fn step_up_options(
+    State(st): State<AppState>,
+    Path(request): Path<String>,
+    client: Option<axum::Extension<crate::gate::Client>>,
+    headers: axum::http::HeaderMap,
+    Form(f): Form<StepUpForm>,
+) -> Response {
+    use crate::error::ApiError;
+    let p = match st.relay.check_answer_link(&request, &f.t).await {
+        Ok(p) => p,
+        Err(e) => {
+            let (status, code) = link_status(&e);
+            return ApiError::new(status, code, e.to_string()).into_response();
+        }
+    };
+    let options = async {
+        let rp = crate::passkeys::relying_party(&st, &headers, client.as_deref())?;
+        crate::passkeys::routes::begin_step_up(&st, &rp, &p.id, None).await
+    };
+    match options.await {
+        Ok(o) => axum::Json(serde_json::json!({"options": o})).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct StepUpForm {
+    #[serde(default)]
+    t: String,
+}
+
+/// A risky approval through a link: its step-up checked (the person it names), or why not.
+async fn link_step_up(
+    st: &AppState,
+    request: &str,
+    f: &LinkForm,
+    headers: &axum::http::HeaderMap,
+    client: Option<&crate::gate::Client>,
+) -> Result<Option<(codex_relay_core::people::Person, String)>, Response> {
+    let fail = |code: &str, msg: String| {
+        page(
+            StatusCode::FORBIDDEN,
+            &format!(
+                r#"<h1>Not answered</h1><p class="error" role="alert" data-code="{code}">{}</p><p>The link still works: go back and try again.</p>"#,
+                escape(&msg)
+            ),
+        )
+    };
+    let p = st
+        .relay
+        .check_answer_link(request, &f.t)
+        .await
+        .map_err(|e| refused(&e))?;
+    match crate::passkeys::needs_of_link(st, &p).await {
+        Ok(crate::passkeys::Needs::Nothing) => return Ok(None),
+        Ok(_) => {}
+        Err(e) => return Err(fail(e.code, e.message)),
+    }
+    let Some(credential) = f
+        .step_up
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+    else {
+        let e = crate::passkeys::step_up_required(&p, true);
+        return Err(fail(e.code, e.message));
+    };
+    let checked = async {
+        let rp = crate::passkeys::relying_party(st, headers, client)?;
+        crate::passkeys::check_step_up(st, &rp, &p.id, None, &credential).await
+    };
+    match checked.await {
+        Ok(done) => Ok(Some((
+            codex_relay_core::people::Person {
+                id: done.user_id.clone(),
+                name: done.user_name.clone(),
+                role: done.role,
+                front: "link".into(),
+                device: None,
+            }
+            .with_device(Some(&done.device())),
+            p.session_id.clone(),
+        ))),
+        Err(e) => Err(fail(e.code, e.message)),
+    }
+}
+
+/// `POST /answer/{request}` (`t`, `a`, `reason`, and `step_up` for a risky approval): answers
+/// with the link, once.
 pub(crate) async fn submit(
     State(st): State<AppState>,
     Path(request): Path<String>,
+    client: Option<axum::Extension<crate::gate::Client>>,
+    headers: axum::http::HeaderMap,
     Form(f): Form<LinkForm>,
 ) -> Response {
     let answer = match f.a.as_str() {
@@ -229,19 +345,47 @@ pub(crate) async fn submit(
         "deny" => Answer::Deny {
             reason: f
                 .reason
+                .clone()
                 .map(|r| r.trim().to_owned())
                 .filter(|r| !r.is_empty()),
         },
         _ => return refused(&LinkError::Invalid),
     };
-    match st.relay.answer_by_link(&request, &f.t, answer).await {
-        Ok(r) => page(
-            StatusCode::OK,
-            &format!(
-                r#"<h1>Answered</h1><p role="status" data-decision="{0}">{0}: done. Codex goes on.</p><p><a href="/">Open codex-relay</a></p>"#,
-                escape(r.decision.as_str())
-            ),
-        ),
+    let person = if crate::passkeys::approves(&answer) {
+        match link_step_up(&st, &request, &f, &headers, client.as_deref()).await {
+            Ok(p) => p,
+            Err(res) => return res,
+        }
+    } else {
+        None
+    };
+    let audit = person.clone();
+    match st
+        .relay
+        .answer_by_link_as(&request, &f.t, answer, person.map(|(p, _)| p))
+        .await
+    {
+        Ok(r) => {
+            if let Some((person, session)) = audit {
+                let mut entry = codex_relay_core::people::AuditEntry::new(person, "request.answer");
+                entry.session = Some(session);
+                entry.request = Some(r.id.clone());
+                entry.decision = Some(r.decision.as_str().to_owned());
+                entry.ip = client.as_ref().map(|c| c.ip.to_string());
+                entry.detail = Some(serde_json::json!({"path": format!("/answer/{request}"),
+                    "stepUp": {"userVerified": true}}));
+                if let Err(e) = st.relay.people().audit(&entry).await {
+                    tracing::warn!("the audit log did not take a link's answer: {e}");
+                }
+            }
+            page(
+                StatusCode::OK,
+                &format!(
+                    r#"<h1>Answered</h1><p role="status" data-decision="{0}">{0}: done. Codex goes on.</p><p><a href="/">Open codex-relay</a></p>"#,
+                    escape(r.decision.as_str())
+                ),
+            )
+        }
         Err(e) => refused(&e),
     }
 }

@@ -89,7 +89,7 @@ p {{ margin: 0; }}
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+            "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
         ),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -112,7 +112,8 @@ fn form_html(next: &str, error: Option<&str>) -> String {
 <label for="token">Token <input id="token" name="token" type="password" autocomplete="current-password" required autofocus></label>
 <input type="hidden" name="next" value="{next}">
 <p><button type="submit">Log in</button></p>
-</form>"#,
+</form>
+<div id="passkey-login"></div><script type="module" src="/login/passkey.js"></script>"#,
         next = escape(next)
     )
 }
@@ -194,6 +195,7 @@ pub(crate) async fn logout(
 ) -> Response {
     if let Some(cookie) = crate::gate::login_cookie(&headers) {
         st.opts.credentials.revoke_login(&cookie);
+        crate::passkeys::login::end_sign_in(&st, &cookie).await;
     }
     let https = client.is_some_and(|c| c.0.https);
     let cookie = format!(
@@ -204,7 +206,7 @@ pub(crate) async fn logout(
     redirect("/login", HeaderValue::from_str(&cookie).ok())
 }
 
-pub(super) fn cookie_name(https: bool) -> &'static str {
+pub(crate) fn cookie_name(https: bool) -> &'static str {
     if https {
         crate::gate::SECURE_LOGIN_COOKIE
     } else {
@@ -212,7 +214,7 @@ pub(super) fn cookie_name(https: bool) -> &'static str {
     }
 }
 
-pub(super) fn cookie_attrs(https: bool) -> &'static str {
+pub(crate) fn cookie_attrs(https: bool) -> &'static str {
     if https {
         "Path=/; HttpOnly; SameSite=Strict; Secure"
     } else {
