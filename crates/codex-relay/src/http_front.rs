@@ -197,6 +197,7 @@ impl HttpArgs {
         fronts: axum::Router,
         allowed_hosts: Vec<String>,
         notify: NotifyFront,
+        oidc: Option<Arc<codex_relay_http::sso::Oidc>>,
         stop: tokio_util::sync::CancellationToken,
     ) -> axum::Router {
         // Personal tokens are checked against the relay's store (shared by the cluster).
@@ -205,6 +206,7 @@ impl HttpArgs {
             credentials: credentials.clone(),
             vapid_public_key: notify.vapid_public_key,
             notify_channels: notify.channels,
+            oidc,
             stop,
         };
         let app = codex_relay_http::router(relay.clone(), opts).merge(fronts);

@@ -195,6 +195,21 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
     ("GET", "/api/users", Admin, Relay, None),
     ("POST", "/api/users", Admin, Relay, Some("user.create")),
     ("POST", "/api/users/{id}", Admin, Relay, Some("user.update")),
+    ("GET", "/api/users/{id}/identities", Admin, Relay, None),
+    (
+        "POST",
+        "/api/users/{id}/identities",
+        Admin,
+        Relay,
+        Some("identity.bind"),
+    ),
+    (
+        "DELETE",
+        "/api/users/{id}/identities",
+        Admin,
+        Relay,
+        Some("identity.unbind"),
+    ),
     ("GET", "/api/tokens", Admin, Relay, None),
     ("POST", "/api/tokens", Admin, Relay, Some("token.create")),
     (
@@ -235,6 +250,9 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
     ("GET", "/", Viewer, Open, None),
     ("GET", "/ui/*", Viewer, Open, None),
     ("GET", "/invite/*", Viewer, Open, None),
+    // Single sign-on's round trip: open (it is how a browser gets a login), like /login.
+    ("GET", "/login/oidc", Viewer, Open, None),
+    ("GET", "/login/oidc/callback", Viewer, Open, None),
 ];
 
 fn matches(pattern: &str, path: &str) -> bool {

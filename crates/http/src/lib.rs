@@ -37,6 +37,7 @@ pub mod security;
 pub mod server;
 pub mod sessions;
 pub mod sse;
+pub mod sso;
 pub mod streams;
 pub mod threads;
 pub mod types;
@@ -63,6 +64,8 @@ pub struct HttpOptions {
     /// The notification channels `serve` delivers to (webhook names, and `push` when Web Push
     /// is on): what `POST /api/notifications/test` accepts.
     pub notify_channels: Vec<String>,
+    /// Single sign-on through an OpenID provider; `None`: not configured.
+    pub oidc: Option<Arc<sso::Oidc>>,
     /// Cancelled when the server stops: every event stream ends at once (a browser's stream
     /// would otherwise hold the connection, and the shutdown, open).
     pub stop: tokio_util::sync::CancellationToken,
@@ -75,6 +78,7 @@ impl Default for HttpOptions {
             credentials: Arc::new(auth::Credentials::new(None, None)),
             vapid_public_key: None,
             notify_channels: Vec::new(),
+            oidc: None,
             stop: Default::default(),
         }
     }
@@ -151,6 +155,12 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
             get(people::list_users).post(people::create_user),
         )
         .route("/api/users/{id}", post(people::update_user))
+        .route(
+            "/api/users/{id}/identities",
+            get(sso::identities::list)
+                .post(sso::identities::bind)
+                .delete(sso::identities::unbind),
+        )
         .route(
             "/api/tokens",
             get(people::list_tokens).post(people::create_token),

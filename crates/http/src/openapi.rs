@@ -5,7 +5,7 @@ use utoipa::OpenApi;
 
 use crate::{
     daemon_threads, deliveries, export, health, notify, people, permission, rate_limits,
-    relay_stream, rules, sessions, sse, threads, worktree,
+    relay_stream, rules, sessions, sse, sso, threads, worktree,
 };
 
 #[derive(OpenApi)]
@@ -24,6 +24,7 @@ use crate::{
         people::me, people::list_users, people::create_user, people::update_user,
         people::list_tokens, people::create_token, people::revoke_token,
         people::list_invitations, people::create_invitation, people::audit, people::export,
+        sso::identities::list, sso::identities::bind, sso::identities::unbind,
         health::healthz, health::metrics, document,
     ),
     modifiers(&BearerAuth),

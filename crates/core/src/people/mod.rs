@@ -5,12 +5,14 @@
 
 mod audit;
 mod handle;
+mod sso;
 
 pub use crate::person::{ADMIN_TOKEN_ID, Person, Role};
 pub use audit::{AuditEntry, AuditQuery};
 pub use handle::{
     Invitation, InviteError, NewToken, People, PeopleError, Redeemed, TokenInfo, User,
 };
+pub use sso::{Identity, PendingSso, SsoClaims, SsoMatch, SsoPolicy, SsoRefused};
 
 /// What a personal token grants, as checked on every use (so a revocation, a disabled user or
 /// a lowered role holds at once, on every relay of the store).
