@@ -41,6 +41,8 @@ pub(crate) struct Callback {
     state: Option<String>,
     error: Option<String>,
     error_description: Option<String>,
+    /// RFC 9207: the issuer that sent the browser back, when the provider says.
+    iss: Option<String>,
 }
 
 fn failed(status: StatusCode, what: &str) -> Response {
@@ -226,6 +228,16 @@ async fn finish(
             );
         }
     };
+    // A provider that names itself must be ours (a mix-up with another provider otherwise).
+    if let Some(iss) = q.iss.as_deref()
+        && iss.trim_end_matches('/') != oidc.issuer().trim_end_matches('/')
+    {
+        tracing::warn!(target: "codex_relay::security", "single sign-on refused: the callback came from issuer {iss:?}");
+        return failed(
+            StatusCode::BAD_REQUEST,
+            "The sign-in came back from another provider than this relay's.",
+        );
+    }
     if let Some(error) = q.error {
         let detail = q.error_description.unwrap_or_default();
         return failed(
