@@ -321,6 +321,10 @@ async fn sso_started_on_one_relay_finishes_on_another_on_postgres() {
     .await
     .unwrap();
     signed_in_as(&findings, "alice", Some("Alice"));
+    // A started it (kept the sign-in in the shared store), B finished it.
+    let done = "signed in through single sign-on user=Alice";
+    assert!(b.log_text().contains(done), "B finished the sign-in");
+    assert!(!a.log_text().contains(done), "A only started it");
     let r = admin.get("/api/audit?action=user.sign_in").await;
     let entries = r.json()["entries"].clone();
     assert_eq!(entries[0]["person"]["name"], "Alice", "{entries}");
