@@ -431,6 +431,19 @@ mod tests {
             need("POST", "/api/notifications/test").action,
             Some("notify.test")
         );
+        // Single sign-on: its round trip is open (it makes the login); identities are admin's.
+        assert_eq!(need("GET", "/login/oidc").scope, Open);
+        assert_eq!(need("GET", "/login/oidc/callback").scope, Open);
+        assert_eq!(need("POST", "/login/oidc/callback").role, Admin);
+        assert_eq!(need("GET", "/api/users/u1/identities").role, Admin);
+        assert_eq!(
+            need("POST", "/api/users/u1/identities").action,
+            Some("identity.bind")
+        );
+        assert_eq!(
+            need("DELETE", "/api/users/u1/identities").action,
+            Some("identity.unbind")
+        );
     }
 
     #[test]

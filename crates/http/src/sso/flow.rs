@@ -384,3 +384,41 @@ async fn verify(oidc: &Oidc, code: String, pending: &PendingSso) -> Result<SsoCl
             }),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_cookie_is_lax_httponly_and_scoped_to_the_round_trip() {
+        let plain = state_cookie(false, "abc", 600).unwrap();
+        let plain = plain.to_str().unwrap();
+        assert!(plain.starts_with("codex_relay_sso=abc;"), "{plain}");
+        for part in [
+            "Path=/login/oidc",
+            "HttpOnly",
+            "SameSite=Lax",
+            "Max-Age=600",
+        ] {
+            assert!(plain.contains(part), "{plain}");
+        }
+        assert!(!plain.contains("Secure"));
+        let secure = state_cookie(true, "abc", 600).unwrap();
+        let secure = secure.to_str().unwrap();
+        assert!(
+            secure.starts_with("__Secure-codex_relay_sso=abc;") && secure.ends_with("; Secure")
+        );
+    }
+
+    #[test]
+    fn the_state_is_read_from_its_own_cookie_only() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("x=1; codex_relay_sso_other=no; codex_relay_sso=yes"),
+        );
+        assert_eq!(state_from_cookie(&h, false).as_deref(), Some("yes"));
+        assert_eq!(state_from_cookie(&h, true), None);
+        assert!(same_secret("a", "a") && !same_secret("a", "b"));
+    }
+}

@@ -266,3 +266,71 @@ pub(crate) fn invite_button(st: &AppState, code: &str, unlimited: bool) -> Strin
         crate::ui::escape(&oidc.settings.display_name)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(issuer: &str, public_url: &str) -> OidcSettings {
+        OidcSettings {
+            issuer: issuer.into(),
+            client_id: "relay".into(),
+            client_secret: Some("s3cret-value".into()),
+            public_url: public_url.into(),
+            scopes: vec!["openid".into()],
+            display_name: "Corp <ID>".into(),
+            policy: SsoPolicy::default(),
+            login_lifetime: Duration::from_secs(3600),
+        }
+    }
+
+    #[test]
+    fn the_issuer_is_https_or_loopback_and_the_callback_is_under_the_public_url() {
+        let o = Oidc::new(settings(
+            "https://id.example.com",
+            "https://relay.example.com/",
+        ))
+        .unwrap();
+        assert_eq!(
+            o.redirect_url(),
+            "https://relay.example.com/login/oidc/callback"
+        );
+        assert!(Oidc::new(settings("http://localhost:9000", "http://127.0.0.1:7878")).is_ok());
+        assert!(Oidc::new(settings("http://[::1]:9000", "http://127.0.0.1:7878")).is_ok());
+        assert!(matches!(
+            Oidc::new(settings(
+                "http://id.example.com",
+                "https://relay.example.com"
+            )),
+            Err(SettingsError::Insecure(_))
+        ));
+        assert!(matches!(
+            Oidc::new(settings("not a url", "https://relay.example.com")),
+            Err(SettingsError::Issuer(_))
+        ));
+        assert!(matches!(
+            Oidc::new(settings("https://id.example.com", "relay.example.com")),
+            Err(SettingsError::PublicUrl(_))
+        ));
+    }
+
+    #[test]
+    fn the_client_secret_is_never_printed() {
+        let s = settings("https://id.example.com", "https://relay.example.com");
+        let shown = format!("{s:?}");
+        assert!(
+            !shown.contains("s3cret-value") && shown.contains("<set>"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn the_identity_routes_are_in_the_api_document() {
+        use utoipa::OpenApi;
+        let doc = serde_json::to_value(crate::openapi::ApiDoc::openapi()).unwrap();
+        let path = &doc["paths"]["/api/users/{id}/identities"];
+        for method in ["get", "post", "delete"] {
+            assert!(path[method].is_object(), "{method}: {path}");
+        }
+    }
+}
