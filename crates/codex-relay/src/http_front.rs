@@ -189,7 +189,9 @@ impl HttpArgs {
     }
 
     /// The HTTP front and `fronts` (the MCP endpoints), all behind the Host allow-list, the
-    /// token, the cross-site check, the body limit, the stream cap and CORS.
+    /// token, the cross-site check, the body limit, the stream cap and CORS. `oidc`: single
+    /// sign-on, when configured.
+    #[allow(clippy::too_many_arguments)]
     pub fn app(
         &self,
         relay: &Relay,

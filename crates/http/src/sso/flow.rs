@@ -86,12 +86,13 @@ fn state_from_cookie(headers: &HeaderMap, https: bool) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-fn oidc(st: &AppState) -> Result<&std::sync::Arc<Oidc>, Response> {
-    st.opts.oidc.as_ref().ok_or_else(|| {
-        failed(
+/// The configured provider, or the page saying there is none.
+fn oidc(st: &AppState) -> Result<std::sync::Arc<Oidc>, Box<Response>> {
+    st.opts.oidc.clone().ok_or_else(|| {
+        Box::new(failed(
             StatusCode::NOT_FOUND,
             "Single sign-on is not configured on this relay.",
-        )
+        ))
     })
 }
 
@@ -102,8 +103,8 @@ pub(crate) async fn start(
     Query(q): Query<Start>,
 ) -> Response {
     let oidc = match oidc(&st) {
-        Ok(o) => o.clone(),
-        Err(res) => return res,
+        Ok(o) => o,
+        Err(res) => return *res,
     };
     let people = st.relay.people();
     let invite_hash = match q.invite.as_deref() {
@@ -175,8 +176,8 @@ pub(crate) async fn callback(
     Query(q): Query<Callback>,
 ) -> Response {
     let oidc = match oidc(&st) {
-        Ok(o) => o.clone(),
-        Err(res) => return res,
+        Ok(o) => o,
+        Err(res) => return *res,
     };
     let client = client.map(|c| c.0);
     let https = client.is_some_and(|c| c.https);
@@ -355,7 +356,7 @@ async fn verify(oidc: &Oidc, code: String, pending: &PendingSso) -> Result<SsoCl
     let nonce = Nonce::new(pending.nonce.clone());
     let checked = id_token
         .claims(&client.id_token_verifier(), &nonce)
-        .map(|c| c.clone());
+        .cloned();
     let claims = match checked {
         Ok(c) => c,
         // A key the cached set does not have: the provider rotated its keys; fetch them once.
