@@ -2,7 +2,8 @@
 //! (tests/clients/oidc, its development login form), run on the testkit's Node 22, with
 //! `serve` on the newest pinned real Codex, driven in Debian's Chromium (tests/browser/sso.mjs).
 //! On SQLite: a user an admin bound signs in and lands in the UI as themselves; the callback
-//! replayed (with and without its state cookie) and a forged state are refused; an unknown
+//! replayed (with and without its state cookie) and a forged state are refused; logging out
+//! ends the login on the server (a copy of its cookie is refused); an unknown
 //! identity is refused and stays signed out; an invitation accepted through the provider makes
 //! its user; a sign-in whose nonce is not the one sent is refused; a relay whose configured
 //! issuer is not the one the provider names refuses to start a sign-in. On Postgres: a sign-in
@@ -224,6 +225,7 @@ async fn sso_in_the_browser_against_a_real_openid_provider() {
     has(&findings, "replayWithCookie", "already used or has expired");
     has(&findings, "forged", "not started in this browser");
     signed_in_as(&findings, "aliceAfter", Some("Alice"));
+    signed_in_as(&findings, "afterLogout", None);
     has(&findings, "mallory", "not a user of this relay");
     signed_in_as(&findings, "malloryMe", None);
     signed_in_as(&findings, "ivy", Some("Ivy Invited"));

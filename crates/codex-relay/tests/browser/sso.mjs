@@ -3,7 +3,8 @@
 //  - `alice` (bound by an admin to the user Alice) clicks "Sign in with NAME" on the login
 //    page, signs in at the provider and lands in the UI; /api/me says Alice.
 //  - that sign-in's callback URL, replayed without the state cookie and then with it put back,
-//    is refused; a forged state is refused.
+//    is refused; a forged state is refused; after "Log out", a copy of the login cookie is
+//    refused.
 //  - `mallory` (unknown) is refused with a clear page and stays signed out.
 //  - `ivy` accepts an invitation (INVITE_PATH) with the provider and becomes Ivy.
 //  - a sign-in whose nonce was changed in the relay's store (RELAY_DB, SQLite) is refused.
@@ -98,6 +99,13 @@ try {
     findings.forged = await errorText(alice.page);
     // Still Alice: a refused callback does not end a login.
     findings.aliceAfter = await me(alice.page);
+    // Logging out ends the login on the server: a copy of the cookie is refused after it.
+    const login = (await alice.ctx.cookies()).find((c) => c.name === 'codex_relay_login');
+    await alice.page.goto(base, { waitUntil: 'load' });
+    await alice.page.getByRole('button', { name: 'Log out' }).click();
+    await alice.page.waitForURL((u) => u.pathname === '/login', { timeout: STEP });
+    await alice.ctx.addCookies([login]);
+    findings.afterLogout = await me(alice.page);
 
     // Mallory: unknown to the relay.
     const mallory = await fresh();

@@ -12,7 +12,7 @@ pub use audit::{AuditEntry, AuditQuery};
 pub use handle::{
     Invitation, InviteError, NewToken, People, PeopleError, Redeemed, TokenInfo, User,
 };
-pub use sso::{Identity, PendingSso, SsoClaims, SsoMatch, SsoPolicy, SsoRefused};
+pub use sso::{Identity, PendingSso, SSO_LOGIN_LABEL, SsoClaims, SsoMatch, SsoPolicy, SsoRefused};
 
 /// What a personal token grants, as checked on every use (so a revocation, a disabled user or
 /// a lowered role holds at once, on every relay of the store).

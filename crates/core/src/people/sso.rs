@@ -14,6 +14,9 @@ use super::{NewToken, People, PeopleError, Person, Role, TOKEN_PREFIX, User, has
 use crate::ids::{now_ms, random_id};
 use crate::store::{IdentityRecord, PendingSsoRecord, StoreError, TokenRecord};
 
+/// How an SSO sign-in's login token is labelled (then the provider's name).
+pub const SSO_LOGIN_LABEL: &str = "sso: ";
+
 /// An identity at a provider bound to a user, as listed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -324,21 +327,44 @@ impl People {
         }
     }
 
+    /// Ends the browser login a presented secret is, when it is an SSO sign-in's token (its
+    /// label starts with [`SSO_LOGIN_LABEL`] and it expires by itself): revoked, so the cookie's
+    /// value is refused from now on, everywhere. Other tokens (an API token used as a cookie)
+    /// are left alone. True when one was revoked.
+    pub async fn end_sso_login(&self, secret: &str) -> Result<bool, StoreError> {
+        let Some(grant) = self.check_token(secret).await? else {
+            return Ok(false);
+        };
+        let tokens = self.store.tokens(Some(&grant.user_id)).await?;
+        let Some(t) = tokens.iter().find(|t| t.id == grant.token_id) else {
+            return Ok(false);
+        };
+        let sso = t.expires_at.is_some()
+            && t.label
+                .as_deref()
+                .is_some_and(|l| l.starts_with(SSO_LOGIN_LABEL));
+        if !sso {
+            return Ok(false);
+        }
+        self.store.revoke_token(&t.id, now_ms()).await
+    }
+
     /// A personal token that signs a browser in as `user` until `ttl` has passed (checked on
     /// the server, like a revocation): what an SSO sign-in's cookie holds.
     pub async fn login_token(
         &self,
         user: &User,
-        label: &str,
+        provider: &str,
         ttl: Duration,
     ) -> Result<NewToken, PeopleError> {
+        let label = format!("{SSO_LOGIN_LABEL}{provider}");
         let secret = new_secret(TOKEN_PREFIX);
         let now = now_ms();
         let rec = TokenRecord {
             id: random_id("tok_"),
             hash: hash_secret(&secret),
             user_id: user.id.clone(),
-            label: Some(label.into()),
+            label: Some(label),
             role: user.role.as_str().into(),
             sessions: None,
             created_at: now,

@@ -194,7 +194,7 @@ async fn an_sso_login_token_expires(fx: &Fixture) {
         .await
         .unwrap();
     let live = people
-        .login_token(&dana, "sso: test", Duration::from_secs(3600))
+        .login_token(&dana, "test", Duration::from_secs(3600))
         .await
         .unwrap();
     let grant = people
@@ -208,10 +208,16 @@ async fn an_sso_login_token_expires(fx: &Fixture) {
     );
     assert!(live.info.expires_at.is_some());
     let gone = people
-        .login_token(&dana, "sso: test", Duration::ZERO)
+        .login_token(&dana, "test", Duration::ZERO)
         .await
         .unwrap();
     assert!(people.check_token(&gone.token).await.unwrap().is_none());
+    // Logging out ends an SSO login on the server; an API token used as a cookie stays.
+    let api = people.create_token("Dana", None, None, None).await.unwrap();
+    assert!(!people.end_sso_login(&api.token).await.unwrap());
+    assert!(people.check_token(&api.token).await.unwrap().is_some());
+    assert!(people.end_sso_login(&live.token).await.unwrap());
+    assert!(people.check_token(&live.token).await.unwrap().is_none());
     store.close().await.unwrap();
 }
 

@@ -274,9 +274,12 @@ async fn finish(
             return failed(status, &format!("You cannot sign in here: {e}."));
         }
     };
-    let label = format!("sso: {}", oidc.settings.display_name);
     let token = match people
-        .login_token(&user, &label, oidc.settings.login_lifetime)
+        .login_token(
+            &user,
+            &oidc.settings.display_name,
+            oidc.settings.login_lifetime,
+        )
         .await
     {
         Ok(t) => t,

@@ -196,6 +196,12 @@ pub(crate) async fn logout(
 ) -> Response {
     if let Some(cookie) = crate::gate::login_cookie(&headers) {
         st.opts.credentials.revoke_login(&cookie);
+        // A single sign-on's login is a token of its own: ended on the server too.
+        if let Some(people) = st.opts.credentials.people()
+            && let Err(e) = people.end_sso_login(&cookie).await
+        {
+            tracing::warn!("ending a single sign-on login: {e}");
+        }
     }
     let https = client.is_some_and(|c| c.0.https);
     let cookie = format!(
