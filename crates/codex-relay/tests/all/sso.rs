@@ -2,7 +2,8 @@
 //! (tests/clients/oidc, its development login form), run on the testkit's Node 22, with
 //! `serve` on the newest pinned real Codex, driven in Debian's Chromium (tests/browser/sso.mjs).
 //! On SQLite: a user an admin bound signs in and lands in the UI as themselves; the callback
-//! replayed (with and without its state cookie) and a forged state are refused; logging out
+//! replayed (with and without its state cookie) and a forged state are refused (and guessing
+//! states is throttled); logging out
 //! ends the login on the server (a copy of its cookie is refused); an unknown
 //! identity is refused and stays signed out; an invitation accepted through the provider makes
 //! its user; a sign-in whose nonce is not the one sent is refused; a relay whose configured
@@ -270,6 +271,23 @@ async fn sso_in_the_browser_against_a_real_openid_provider() {
         .find(|t| t["label"] == format!("sso: {NAME}") && t["revokedAt"].is_null())
         .unwrap_or_else(|| panic!("Ivy's SSO login token: {tokens}"));
     assert!(sso["expiresAt"].as_i64().is_some(), "{sso}");
+    // Guessing states is throttled like guessing the token: 400s, then 429.
+    let anon = Client::anonymous(&relay.url);
+    let mut answers = Vec::new();
+    for i in 0..12 {
+        let r = anon
+            .get(&format!("/login/oidc/callback?state=guess-{i}&code=x"))
+            .await;
+        answers.push(r.status);
+        if r.status == 429 {
+            break;
+        }
+    }
+    assert_eq!(answers.last(), Some(&429), "{answers:?}");
+    assert!(
+        answers[..answers.len() - 1].iter().all(|s| *s == 400),
+        "{answers:?}"
+    );
     // The client secret is nowhere in what serve said.
     assert!(!relay.log_text().contains(&provider.secret));
 

@@ -163,6 +163,17 @@ pub(crate) async fn start(
     )
 }
 
+/// Counts a wrong or spent state as a failed login of the client's address (like a wrong
+/// token at `/login`); past the budget, how long it must wait. A right state is never
+/// throttled.
+fn guessing(st: &AppState, client: Option<Client>) -> Option<std::time::Duration> {
+    let ip = client.map(|c| c.ip)?;
+    let creds = &st.opts.credentials;
+    let wait = creds.throttled(ip);
+    creds.failed(ip);
+    wait
+}
+
 /// Equal secrets, compared through their hashes (no timing of the comparison leaks them).
 fn same_secret(a: &str, b: &str) -> bool {
     codex_relay_core::people::hash_secret(a) == codex_relay_core::people::hash_secret(b)
@@ -207,6 +218,9 @@ async fn finish(
     // else (their sign-in, forwarded) signs nobody in here.
     if !state_from_cookie(headers, https).is_some_and(|c| same_secret(&c, &state)) {
         tracing::info!(target: "codex_relay::security", "single sign-on refused: the state is not this browser's");
+        if let Some(wait) = guessing(st, client) {
+            return crate::gate::throttled(wait);
+        }
         return failed(
             StatusCode::BAD_REQUEST,
             "This sign-in was not started in this browser, or is already over; start again from the login page.",
@@ -217,6 +231,9 @@ async fn finish(
         Ok(Some(p)) => p,
         Ok(None) => {
             tracing::info!(target: "codex_relay::security", "single sign-on refused: the state was used or expired");
+            if let Some(wait) = guessing(st, client) {
+                return crate::gate::throttled(wait);
+            }
             return failed(
                 StatusCode::BAD_REQUEST,
                 "This sign-in was already used or has expired; start again from the login page.",
