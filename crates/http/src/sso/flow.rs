@@ -106,6 +106,11 @@ pub(crate) async fn start(
         Ok(o) => o,
         Err(res) => return *res,
     };
+    if let Some(c) = client.as_ref()
+        && let Err(wait) = oidc.may_start(c.0.ip)
+    {
+        return crate::gate::throttled(wait);
+    }
     let people = st.relay.people();
     let invite_hash = match q.invite.as_deref() {
         Some(code) => match people.invitation_for_sso(code).await {

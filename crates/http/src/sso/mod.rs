@@ -23,6 +23,10 @@ use crate::AppState;
 const METADATA_TTL: Duration = Duration::from_secs(600);
 /// The largest answer read from the provider.
 const MAX_ANSWER: usize = 1 << 20;
+/// Sign-ins one address may start a minute (each keeps a row in the store for ten minutes).
+const STARTS_PER_MINUTE: usize = 30;
+/// Addresses remembered for that count.
+const STARTS_CLIENTS: usize = 10_000;
 /// The path the provider sends the browser back to.
 pub const CALLBACK_PATH: &str = "/login/oidc/callback";
 
@@ -90,6 +94,8 @@ pub struct Oidc {
     redirect: RedirectUrl,
     http: reqwest::Client,
     metadata: tokio::sync::Mutex<Option<(Instant, CoreProviderMetadata)>>,
+    /// When each address started its recent sign-ins.
+    starts: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, Vec<Instant>>>,
 }
 
 fn loopback(url: &url::Url) -> bool {
@@ -150,7 +156,27 @@ impl Oidc {
             settings,
             http,
             metadata: tokio::sync::Mutex::new(None),
+            starts: Default::default(),
         }))
+    }
+
+    /// Whether `ip` may start another sign-in now; else how long it must wait.
+    pub(crate) fn may_start(&self, ip: std::net::IpAddr) -> Result<(), Duration> {
+        const MINUTE: Duration = Duration::from_secs(60);
+        let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        if starts.len() >= STARTS_CLIENTS && !starts.contains_key(&ip) {
+            starts.retain(|_, at| at.iter().any(|t| t.elapsed() < MINUTE));
+            if starts.len() >= STARTS_CLIENTS {
+                return Err(MINUTE);
+            }
+        }
+        let at = starts.entry(ip).or_default();
+        at.retain(|t| t.elapsed() < MINUTE);
+        if at.len() >= STARTS_PER_MINUTE {
+            return Err(MINUTE.saturating_sub(at[0].elapsed()));
+        }
+        at.push(Instant::now());
+        Ok(())
     }
 
     pub fn settings(&self) -> &OidcSettings {
@@ -312,6 +338,22 @@ mod tests {
             Oidc::new(settings("https://id.example.com", "relay.example.com")),
             Err(SettingsError::PublicUrl(_))
         ));
+    }
+
+    #[test]
+    fn an_address_starts_a_bounded_number_of_sign_ins_a_minute() {
+        let o = Oidc::new(settings(
+            "https://id.example.com",
+            "https://relay.example.com",
+        ))
+        .unwrap();
+        let (a, b) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        for _ in 0..STARTS_PER_MINUTE {
+            assert!(o.may_start(a).is_ok());
+        }
+        let wait = o.may_start(a).unwrap_err();
+        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(60));
+        assert!(o.may_start(b).is_ok());
     }
 
     #[test]
