@@ -57,6 +57,11 @@ pub struct EngineArgs {
     /// 90 % of it; `off` (the default) sets no limit.
     #[arg(long, value_name = "SIZE", env = "CODEX_RELAY_RETENTION_SIZE", value_parser = parse_size)]
     pub retention_size: Option<u64>,
+    /// How long the audit log keeps an entry: an age like `400d`, or `off` (the default: for
+    /// good). Only this applies to the audit log: `--retention` and `--retention-size` never
+    /// delete it (docs/SECURITY.md, "People and roles").
+    #[arg(long, value_name = "AGE", env = "CODEX_RELAY_AUDIT_RETENTION", value_parser = parse_age)]
+    pub audit_retention: Option<Duration>,
     /// How long done notifications and their delivery trails are kept: `serve` sets it from
     /// the notify file's `retention` (docs/NOTIFY.md).
     #[arg(skip)]
@@ -124,6 +129,7 @@ impl EngineArgs {
             max_age: self.retention.filter(|d| !d.is_zero()),
             max_bytes: self.retention_size.filter(|n| *n > 0),
             notifications_max_age: self.notify_retention.filter(|d| !d.is_zero()),
+            audit_max_age: self.audit_retention.filter(|d| !d.is_zero()),
             ..Default::default()
         });
         self.auth.apply(b)

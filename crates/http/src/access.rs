@@ -351,8 +351,12 @@ pub fn mcp_need(msg: &Value) -> McpCall {
             let params = msg.get("params").cloned().unwrap_or(Value::Null);
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
             let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+            // A call carrying answers to an `InputRequiredResult` (codex_status's approval
+            // forms, 2026-07-28 clients) answers requests: an approver's act whatever the tool.
+            let answers = params.get("inputResponses").is_some_and(|v| !v.is_null());
+            let role = tool_role(name, &args);
             McpCall {
-                role: tool_role(name, &args),
+                role: if answers { role.max(Approver) } else { role },
                 tool: Some(name.to_owned()),
                 session: args
                     .get("sessionId")
@@ -476,6 +480,19 @@ mod tests {
         assert_eq!(call("codex_thread", json!({"op": "models"})).role, Viewer);
         assert_eq!(call("codex_thread", json!({"op": "fork"})).role, Operator);
         assert_eq!(call("codex_new_thing", json!({})).role, Admin);
+        assert_eq!(
+            mcp_need(&json!({"method": "tools/list", "id": 2})).role,
+            Viewer
+        );
+        // codex_status reads, but answers to its approval forms answer requests.
+        assert_eq!(call("codex_status", json!({"sessionId": "s"})).role, Viewer);
+        assert_eq!(
+            mcp_need(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                "params": {"name": "codex_status", "arguments": {"sessionId": "s"},
+                           "inputResponses": {"r1": {"action": "accept"}}}}))
+            .role,
+            Approver
+        );
         assert_eq!(
             mcp_need(&json!({"method": "tools/list", "id": 2})).role,
             Viewer

@@ -150,6 +150,7 @@ pub async fn key(State(st): State<AppState>) -> Result<Json<PushKey>, ApiError> 
     responses((status = 201), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn subscribe(
     State(st): State<AppState>,
+    who: Option<axum::Extension<crate::auth::Principal>>,
     Body(s): Body<Subscribe>,
 ) -> Result<StatusCode, ApiError> {
     if st.opts.vapid_public_key.is_none() {
@@ -182,6 +183,11 @@ pub async fn subscribe(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as i64)
                 .unwrap_or_default(),
+            // Whose browser it is: escalation to `user:<name>` reaches it.
+            user_id: match who.as_deref() {
+                Some(crate::auth::Principal::User(g)) => Some(g.user_id.clone()),
+                _ => None,
+            },
         })
         .await
         .map_err(store_down)?;

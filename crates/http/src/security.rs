@@ -159,7 +159,7 @@ async fn check_length(State(limit): State<usize>, req: Request, next: Next) -> R
 
 /// Wraps `app` (the HTTP front, `/mcp`, `/mcp-server`) in the security layers.
 pub fn secure(app: axum::Router, sec: Security) -> axum::Router {
-    let streams = crate::streams::Streams::new(sec.streams);
+    let streams = crate::streams::Streams::new(sec.streams).checking(sec.credentials.clone());
     let mut app = app
         .layer(middleware::from_fn_with_state(
             streams,

@@ -1,8 +1,10 @@
 //! A cap on open event streams (the session and relay SSE streams, MCP's streams), in all and
 //! per caller (the token, or one browser login): a stream past the caller's share gets 429, one
-//! past the total 503, both with a message that says which.
+//! past the total 503, both with a message that says which. A named user's open stream is
+//! ended once their token is revoked or they are disabled (checked every [`RECHECK`]).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -14,8 +16,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
-use crate::auth::Principal;
+use crate::auth::{Credentials, Principal};
 use crate::error::ApiError;
+
+/// How often a named user's open stream checks that their token still lets them in.
+pub const RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How many event streams may be open.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +43,8 @@ impl Default for StreamLimits {
 pub struct Streams {
     limits: StreamLimits,
     open: Arc<Mutex<HashMap<Principal, usize>>>,
+    /// Where personal tokens are checked again (none: streams are never re-checked).
+    credentials: Option<Arc<Credentials>>,
 }
 
 /// Held by an open stream's body; frees its place when the stream ends.
@@ -59,10 +66,21 @@ impl Drop for Slot {
 }
 
 impl Streams {
+    /// Re-checks named users' open streams against `credentials`' people.
+    pub fn checking(mut self, credentials: Arc<Credentials>) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    fn people(&self) -> Option<codex_relay_core::people::People> {
+        self.credentials.as_ref()?.people().cloned()
+    }
+
     pub fn new(limits: StreamLimits) -> Self {
         Self {
             limits,
             open: Arc::default(),
+            credentials: None,
         }
     }
 
@@ -97,10 +115,15 @@ impl Streams {
     }
 }
 
-/// A body that keeps its stream's place until it ends or is dropped.
+/// A body that keeps its stream's place until it ends or is dropped, and ends when told its
+/// token no longer lets its caller in.
 struct Counted {
     inner: Body,
     _slot: Slot,
+    /// Fires when the caller's token was revoked or their user disabled.
+    revoked: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Stops the re-checking task when the stream ends.
+    _recheck: Option<tokio_util::sync::DropGuard>,
 }
 
 impl http_body::Body for Counted {
@@ -111,6 +134,14 @@ impl http_body::Body for Counted {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if let Some(rx) = &mut self.revoked {
+            match Pin::new(rx).poll(cx) {
+                // The end of the stream: the client's next request is refused (401).
+                Poll::Ready(Ok(())) => return Poll::Ready(None),
+                Poll::Ready(Err(_)) => self.revoked = None,
+                Poll::Pending => {}
+            }
+        }
         Pin::new(&mut self.inner).poll_frame(cx)
     }
 
@@ -139,10 +170,60 @@ pub async fn limit(State(streams): State<Streams>, req: Request, next: Next) -> 
     if !is_stream {
         return res;
     }
-    match streams.take(&who) {
-        Ok(slot) => res.map(|inner| Body::new(Counted { inner, _slot: slot })),
-        Err(e) => e.into_response(),
-    }
+    let slot = match streams.take(&who) {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
+    let (revoked, recheck) = match (&who, streams.people()) {
+        (Principal::User(g), Some(people)) => {
+            let (rx, guard) = recheck(people, g.token_id.clone());
+            (Some(rx), Some(guard))
+        }
+        _ => (None, None),
+    };
+    res.map(|inner| {
+        Body::new(Counted {
+            inner,
+            _slot: slot,
+            revoked,
+            _recheck: recheck,
+        })
+    })
+}
+
+/// Checks token `token_id` every [`RECHECK`] until the stream ends (the guard is dropped);
+/// the receiver fires once the token no longer lets its holder in. A check the store cannot
+/// answer keeps the stream (new requests are still refused while the store is down).
+fn recheck(
+    people: codex_relay_core::people::People,
+    token_id: String,
+) -> (
+    tokio::sync::oneshot::Receiver<()>,
+    tokio_util::sync::DropGuard,
+) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let guard = stop.clone().drop_guard();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(RECHECK);
+        every.tick().await;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            match people.token_active(&token_id).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!(token = %token_id, "ending an open stream: its token was revoked or its user disabled");
+                    let _ = tx.send(());
+                    return;
+                }
+                Err(e) => tracing::debug!("re-checking a stream's token: {e}"),
+            }
+        }
+    });
+    (rx, guard)
 }
 
 #[cfg(test)]

@@ -74,6 +74,13 @@ openStream('/api/stream', {
 });
 loadPending();
 
+// The signed-in role: what it cannot do is not offered (`data-needs` / `data-lacks` in
+// style.css). The relay refuses it anyway; this only spares a click that would fail.
+get('/api/me').then((me) => {
+  const role = me && me.person && me.person.role;
+  if (role) document.body.dataset.role = role;
+}).catch(() => { /* shown by the views */ });
+
 let current = null;
 
 function route() {

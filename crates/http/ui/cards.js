@@ -134,7 +134,7 @@ function approvalActions(req, send) {
       return h('button', { class: 'button', type: 'button', dataset: { option: o },
         onclick: () => (hint ? confirmOption(o, label, hint) : send('allow', { option: o })) }, hint ? `${label}…` : label);
     }),
-    ruleable ? h('button', { class: 'button', type: 'button', onclick: alwaysAllow }, 'Always allow…') : null,
+    ruleable ? h('button', { class: 'button', type: 'button', dataset: { needs: 'admin' }, onclick: alwaysAllow }, 'Always allow…') : null,
     h('button', { class: 'button danger-outline', type: 'button', onclick: () => { buttons.hidden = true; denyBox.hidden = false; reason.focus(); } }, 'Deny…'));
   return [buttons, denyBox, ruleBox, optionBox];
 }
@@ -189,7 +189,9 @@ function toolActions(req, send) {
 export function requestCard(req) {
   const status = h('p', { class: 'card-status', role: 'status' });
   const card = h('section', { class: `card request kind-${req.kind}`, dataset: { request: req.id }, 'aria-label': TITLE[req.kind] ?? 'Request' });
-  const controls = h('div', { class: 'card-controls' });
+  const controls = h('div', { class: 'card-controls', dataset: { needs: 'approver' } });
+  // What a viewer sees instead of the buttons (styled by the signed-in role; see app.js).
+  const watchOnly = h('p', { class: 'hint watch-only', dataset: { lacks: 'approver' } }, 'You can watch this request; answering it needs the approver role.');
   let done = false;
 
   async function send(action, extra = {}) {
@@ -219,7 +221,7 @@ export function requestCard(req) {
       countdown(req.deadline)),
     ...detailsOf(req).flat().filter(Boolean),
     reachOf(req),
-    controls, status,
+    controls, watchOnly, status,
     trailSection(`/api/requests/${encodeURIComponent(req.id)}/deliveries`, () => !done));
 
   return {
@@ -228,6 +230,7 @@ export function requestCard(req) {
       done = true;
       card.classList.add('resolved');
       controls.remove();
+      watchOnly.remove();
       card.querySelector('.deadline')?.remove();
       const verdict = /^approve/.test(decision) ? 'ok' : decision === 'answer' ? 'ok' : 'no';
       status.replaceChildren(h('span', { class: `badge verdict-${verdict}` }, decision), ' by ', whoAnswered(by, byUser), reason ? ` — “${reason}”` : '');

@@ -22,6 +22,7 @@ export function rulesView(root) {
       'Rules from the --rules file are read at every start and are edited in that file. ',
       'Who may answer, start and change rules: ', h('a', { href: '#/audit' }, 'people and audit'), '.'),
     counts, error, listEl, editor);
+  editor.dataset.needs = 'admin';
 
   function showEditor(spec, title) {
     editor.replaceChildren(
@@ -42,7 +43,7 @@ export function rulesView(root) {
         h('span', { class: 'meta' }, fromFile ? ' · from the rules file' : ' · made here')),
       h('p', { class: 'rule-when' }, describeRule(r)),
       r.reason ? h('p', { class: 'reason' }, 'Model is told: “', r.reason, '”') : null,
-      fromFile ? null : h('div', { class: 'actions' },
+      fromFile ? null : h('div', { class: 'actions', dataset: { needs: 'admin' } },
         h('button', { class: 'button small', type: 'button', 'aria-label': `Edit rule ${r.name}`, onclick: () => { showEditor(r, `Edit rule ${r.name}`); editor.scrollIntoView({ block: 'start' }); } }, 'Edit'),
         h('button', { class: 'button small danger-outline', type: 'button', 'aria-label': `Delete rule ${r.name}`, onclick: () => remove(r.name) }, 'Delete')));
   }

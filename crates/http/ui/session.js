@@ -29,15 +29,15 @@ export function sessionView(root, id, { onRelayEvent }) {
   const usage = h('span', { class: 'usage', title: 'Tokens this session spent, summed over every model request' });
   // A budget the session reached: it starts no turn until raised (here, or over the API).
   const budgetNote = h('p', { class: 'budget-note', role: 'alert', hidden: true });
-  const raise = h('button', { class: 'button small', type: 'button', onclick: raiseBudget }, 'Raise budget');
+  const raise = h('button', { class: 'button small', type: 'button', dataset: { needs: 'operator' }, onclick: raiseBudget }, 'Raise budget');
   // A rate limit is hit and the session's new turn waits in the relay's queue.
   const queueNote = h('p', { class: 'queue-note', role: 'status', hidden: true });
   // A session with a git worktree: its diff against the base.
   const worktree = worktreePanel(path);
   let reached = null;
   const pendingNote = h('a', { class: 'badge pending', href: '#', hidden: true, onclick: (e) => { e.preventDefault(); root.querySelector('.card.request:not(.resolved)')?.scrollIntoView({ behavior: 'smooth', block: 'center' }); } });
-  const interrupt = h('button', { class: 'button danger-outline small', type: 'button', disabled: true, onclick: stop }, 'Interrupt');
-  const close = h('button', { class: 'button small', type: 'button', onclick: closeSession }, 'Close');
+  const interrupt = h('button', { class: 'button danger-outline small', type: 'button', disabled: true, dataset: { needs: 'operator' }, onclick: stop }, 'Interrupt');
+  const close = h('button', { class: 'button small', type: 'button', dataset: { needs: 'operator' }, onclick: closeSession }, 'Close');
   const notice = h('p', { class: 'notice', role: 'alert' });
   // A thread of the Codex daemon the terminal uses (docs/ATTACH.md): where it lives, and a
   // warning when another client set it to ask nobody (approval policy `never`).
@@ -55,7 +55,7 @@ export function sessionView(root, id, { onRelayEvent }) {
   const input = h('textarea', { name: 'text', rows: 2, placeholder: 'Message Codex', 'aria-label': 'Message' });
   const send = h('button', { class: 'button primary', type: 'submit' }, 'Send');
   const hint = h('span', { class: 'hint' });
-  const composer = h('form', { class: 'composer', onsubmit: say }, input, send, hint);
+  const composer = h('form', { class: 'composer', dataset: { needs: 'operator' }, onsubmit: say }, input, send, hint);
   input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && window.matchMedia('(pointer: fine)').matches) {
       e.preventDefault();

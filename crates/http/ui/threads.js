@@ -72,7 +72,7 @@ export function threadActions(path, { notice, turns, model }) {
 
   const all = [review, fork, rollback, compact, choose];
   return {
-    buttons: h('span', { class: 'thread-ops' }, ...all),
+    buttons: h('span', { class: 'thread-ops', dataset: { needs: 'operator' } }, ...all),
     /** Operations that need the session between turns wait while one runs. */
     setBusy(busy) {
       for (const b of [review, rollback, compact]) b.disabled = busy;

@@ -30,6 +30,8 @@ pub struct Call {
     pub request_id: RequestId,
     /// Cancelled when the client cancels the call.
     pub ct: CancellationToken,
+    /// The signed-in person making the call (over HTTP), recorded on its answers.
+    pub person: Option<codex_relay_core::people::Person>,
 }
 
 fn id_text(id: &RequestId) -> String {
@@ -186,6 +188,7 @@ impl Call {
         let peer = self.peer.clone();
         let relay = relay.clone();
         let thread = thread.to_owned();
+        let person = self.person.clone();
         tokio::spawn(async move {
             let request = ServerRequest::CustomRequest(CustomRequest::new(
                 "elicitation/create",
@@ -204,7 +207,10 @@ impl Call {
                 }
             };
             let answer = approval::answer(&result);
-            match relay.respond(&thread, &p.id, answer, approval::BY).await {
+            match relay
+                .respond_as(&thread, &p.id, answer, approval::BY, person)
+                .await
+            {
                 Ok(r) => {
                     tracing::info!(request = %p.id, decision = %r.decision.as_str(), "answered by legacy elicitation")
                 }

@@ -101,6 +101,12 @@ impl ServerHandler for LegacyMcp {
             peer: context.peer.clone(),
             request_id: context.id.clone(),
             ct: context.ct.clone(),
+            // Over HTTP the gate put the signed-in person into the request.
+            person: context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<codex_relay_core::people::Person>())
+                .cloned(),
         };
         let args = request.arguments.take();
         let result = match name.as_str() {

@@ -70,8 +70,13 @@ impl Elicitor {
     }
 
     /// Starts forwarding `session_id`'s requests to `peer` (once per session; nothing when the
-    /// client cannot be asked).
-    pub async fn watch(&self, peer: &Peer<RoleServer>, session_id: &str) {
+    /// client cannot be asked); answers are recorded as `person`'s (the caller signed in).
+    pub async fn watch(
+        &self,
+        peer: &Peer<RoleServer>,
+        session_id: &str,
+        person: Option<codex_relay_core::people::Person>,
+    ) {
         if !can_elicit(peer) {
             return;
         }
@@ -99,6 +104,7 @@ impl Elicitor {
             peer: peer.clone(),
             session: session_id.to_owned(),
             stop: self.stop.clone(),
+            person,
         };
         tokio::spawn(task.run(follow));
     }
@@ -110,6 +116,8 @@ struct Watch {
     peer: Peer<RoleServer>,
     session: String,
     stop: CancellationToken,
+    /// Who answers through this connection's forms (recorded as `byUser`).
+    person: Option<codex_relay_core::people::Person>,
 }
 
 impl Watch {
@@ -236,7 +244,11 @@ impl Watch {
                 return;
             }
         };
-        match self.relay.respond(&self.session, &p.id, answer, BY).await {
+        match self
+            .relay
+            .respond_as(&self.session, &p.id, answer, BY, self.person.clone())
+            .await
+        {
             Ok(r) => {
                 tracing::info!(request = %p.id, decision = %r.decision.as_str(), "answered by elicitation")
             }

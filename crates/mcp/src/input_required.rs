@@ -47,7 +47,13 @@ impl RoundState {
 
 /// Applies the answers a retry carries. Accepted forms answer their request; declined or
 /// cancelled ones leave it pending.
-pub async fn apply(relay: &Relay, session: &str, responses: InputResponses) {
+/// Answers are recorded as `person`'s (the caller signed in, over HTTP).
+pub async fn apply(
+    relay: &Relay,
+    session: &str,
+    responses: InputResponses,
+    person: Option<codex_relay_core::people::Person>,
+) {
     let pending = relay.pending(Some(session));
     for (id, value) in responses {
         let Some(p) = pending.iter().find(|p| p.id == id) else {
@@ -75,7 +81,10 @@ pub async fn apply(relay: &Relay, session: &str, responses: InputResponses) {
                 continue;
             }
         };
-        match relay.respond(session, &id, answer, BY).await {
+        match relay
+            .respond_as(session, &id, answer, BY, person.clone())
+            .await
+        {
             Ok(r) => {
                 tracing::info!(request = %id, decision = %r.decision.as_str(), "answered by elicitation")
             }

@@ -128,13 +128,7 @@ impl RelayMcp {
             }
             tools::STATUS => return self.status(parse(name, args)?, request, context).await,
             tools::RESPOND => {
-                // Over HTTP the gate put the signed-in person into the request.
-                let person = context
-                    .extensions
-                    .get::<http::request::Parts>()
-                    .and_then(|p| p.extensions.get::<codex_relay_core::people::Person>())
-                    .cloned();
-                tools::respond(&self.relay, parse(name, args)?, person).await?
+                tools::respond(&self.relay, parse(name, args)?, person_of(context)).await?
             }
             tools::INTERRUPT => tools::interrupt(&self.relay, parse(name, args)?).await?,
             tools::LIST => tools::list(&self.relay, parse(name, args)?).await?,
@@ -171,7 +165,8 @@ impl RelayMcp {
         let mut state = RoundState::parse(request.request_state.as_deref());
         if rounds {
             if let Some(responses) = request.input_responses {
-                input_required::apply(&self.relay, &p.session_id, responses).await;
+                input_required::apply(&self.relay, &p.session_id, responses, person_of(context))
+                    .await;
             }
             if let Some(ask) = input_required::ask(&self.relay, &p.session_id, &mut state) {
                 return Ok(ask.into());
@@ -193,7 +188,9 @@ impl RelayMcp {
     /// when it can be asked.
     async fn watch(&self, context: &RequestContext<RoleServer>, out: &Value) {
         if let Some(id) = out.get("sessionId").and_then(Value::as_str) {
-            self.elicitor.watch(&context.peer, id).await;
+            self.elicitor
+                .watch(&context.peer, id, person_of(context))
+                .await;
         }
     }
 
@@ -351,4 +348,14 @@ impl ServerHandler for RelayMcp {
             }
         }
     }
+}
+
+/// The signed-in person behind a call: over HTTP the gate put them into the request; over
+/// stdio there is none (the local user).
+fn person_of(context: &RequestContext<RoleServer>) -> Option<codex_relay_core::people::Person> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<codex_relay_core::people::Person>())
+        .cloned()
 }

@@ -15,6 +15,9 @@ pub enum EventKind {
     TurnCompleted,
     /// A session's turn failed.
     TurnFailed,
+    /// A request was answered: the decision, who decided (a front, a rule, a timeout), and
+    /// the signed-in person who did, when one did. Webhooks only (never a push).
+    RequestResolved,
 }
 
 impl EventKind {
@@ -23,6 +26,7 @@ impl EventKind {
             Self::Request => "request",
             Self::TurnCompleted => "turn-completed",
             Self::TurnFailed => "turn-failed",
+            Self::RequestResolved => "request-resolved",
         }
     }
 }
@@ -137,9 +141,9 @@ pub struct Escalation {
     /// failed (or there is none).
     #[serde(default = "escalate_default")]
     pub after_secs: u64,
-    /// The second channel: webhook names, and `push` for every subscribed browser. A target
-    /// named here is kept for escalation (not notified at first). Reserved for later:
-    /// `user:<name>` (a person, once the relay has named users).
+    /// The second channel: webhook names, `push` for every subscribed browser, and
+    /// `user:<name>` for the browsers a named user subscribed to push (signed in as them). A
+    /// webhook or `push` named here is kept for escalation (not notified at first).
     #[serde(default)]
     pub to: Vec<String>,
 }
@@ -246,13 +250,19 @@ impl NotifyConfig {
             if t == "push" || c.webhooks.iter().any(|w| &w.name == t) {
                 continue;
             }
-            return Err(err(if t.starts_with("user:") {
-                format!(
-                    "escalation.to {t:?}: escalating to a person needs named users, which this relay does not have yet; name a webhook or `push`"
-                )
-            } else {
-                format!("escalation.to {t:?}: no webhook of that name (name a webhook or `push`)")
-            }));
+            if let Some(name) = t.strip_prefix("user:") {
+                // Whether the user exists is known only once the store is open: escalation
+                // says so on the request's trail.
+                if name.trim().is_empty() || name.trim() != name {
+                    return Err(err(format!(
+                        "escalation.to {t:?}: name the user after `user:`, with no spaces around it"
+                    )));
+                }
+                continue;
+            }
+            return Err(err(format!(
+                "escalation.to {t:?}: no webhook of that name (name a webhook, `push` or `user:<name>`)"
+            )));
         }
         codex_relay_core::store::Retention::parse_age(&c.retention)
             .map_err(|e| err(format!("retention: {e}")))?;
@@ -310,9 +320,10 @@ mod tests {
         assert!(c.escalation_only("ops") && c.escalation_only("push"));
         assert_eq!(c.retention(), None);
         let err = |text: &str| NotifyConfig::parse("n.toml", text).unwrap_err().message;
-        assert!(
-            err(&format!("[escalation]\nto = [\"user:alice\"]\n{HOOK}")).contains("named users"),
-        );
+        let person =
+            NotifyConfig::parse("n.toml", "[escalation]\nto = [\"user:alice\"]\n").unwrap();
+        assert_eq!(person.escalation.to, ["user:alice"]);
+        assert!(err("[escalation]\nto = [\"user:\"]\n").contains("name the user"));
         assert!(err("[escalation]\nto = [\"pager\"]\n").contains("no webhook of that name"));
         assert!(err("retention = \"a while\"").starts_with("retention:"));
         assert!(err("[escalation]\nafter = 3\n").contains("unknown field"));

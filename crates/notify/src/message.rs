@@ -32,6 +32,9 @@ pub struct Message {
     /// Whether an answer link may be added (approvals only).
     #[serde(default)]
     pub answerable: bool,
+    /// How a request ended (`request.resolved`): `{decision, by, byUser?, reason?}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Value>,
 }
 
 /// Links that answer, minted for one delivery.
@@ -60,6 +63,7 @@ impl Message {
         match self.kind.as_str() {
             "turn.completed" => EventKind::TurnCompleted,
             "turn.failed" => EventKind::TurnFailed,
+            "request.resolved" => EventKind::RequestResolved,
             _ => EventKind::Request,
         }
     }
@@ -100,6 +104,35 @@ impl Message {
             cwd,
             open_url: open_url(public, &p.session_id, Some(&p.id)),
             answerable,
+            resolution: None,
+        }
+    }
+
+    /// Request `id` of `session` was answered (`resolution`: the event's `decision`, `by`,
+    /// `byUser`, `reason`), at `time`.
+    pub fn resolved(session: &str, id: &str, resolution: Value, time: i64, public: &str) -> Self {
+        let decision = resolution["decision"].as_str().unwrap_or("answered");
+        let who = match resolution["byUser"]["name"].as_str() {
+            Some(name) => format!(
+                "{name} ({}, {})",
+                resolution["byUser"]["role"].as_str().unwrap_or("?"),
+                resolution["by"].as_str().unwrap_or("?")
+            ),
+            None => resolution["by"].as_str().unwrap_or("the relay").to_owned(),
+        };
+        let reason = resolution["reason"].as_str().unwrap_or_default();
+        Message {
+            kind: "request.resolved".into(),
+            time,
+            session_id: session.to_owned(),
+            request_id: Some(id.to_owned()),
+            request_kind: None,
+            title: format!("Request {decision} by {who}"),
+            text: clip(reason, 600),
+            cwd: None,
+            open_url: open_url(public, session, Some(id)),
+            answerable: false,
+            resolution: Some(resolution),
         }
     }
 
@@ -139,6 +172,7 @@ impl Message {
             cwd: s.cwd.clone(),
             open_url: open_url(public, &s.session_id, None),
             answerable: false,
+            resolution: None,
         }
     }
 
@@ -152,6 +186,9 @@ impl Message {
         if let Some(l) = links {
             data["answer"] = json!({"approveUrl": l.approve, "denyUrl": l.deny,
                 "expiresAt": iso8601(l.expires_at)});
+        }
+        if let Some(r) = &self.resolution {
+            data["resolution"] = r.clone();
         }
         json!({"type": self.kind, "timestamp": iso8601(self.time), "data": data})
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use codex_relay_core::event::TurnEndStatus;
 use codex_relay_core::store::{DeliveryRecord, OutboxRecord};
 use codex_relay_core::{Ev, Relay, RelayEvent};
+use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::config::{EventKind, Format, NotifyConfig, Webhook};
@@ -128,12 +129,18 @@ impl Inner {
 
     /// The push targets (`push:<endpoint>`) of every subscribed browser.
     pub(crate) async fn push_targets(&self) -> Vec<String> {
+        self.push_targets_of(None).await
+    }
+
+    /// The push targets of the browsers user `user_id` subscribed (`None`: every browser).
+    pub(crate) async fn push_targets_of(&self, user_id: Option<&str>) -> Vec<String> {
         if !(self.config.push && self.vapid.is_some()) {
             return Vec::new();
         }
         match self.relay.store().push_subscriptions().await {
             Ok(subs) => subs
                 .into_iter()
+                .filter(|s| user_id.is_none_or(|u| s.user_id.as_deref() == Some(u)))
                 .map(|s| format!("{PUSH}{}", s.endpoint))
                 .collect(),
             Err(e) => {
@@ -181,7 +188,14 @@ impl Inner {
                 self.fan_out(&request.id, &Message::request(request, &self.public))
                     .await;
             }
-            Ev::RequestResolved { id, .. } => {
+            Ev::RequestResolved {
+                id,
+                decision,
+                by,
+                reason,
+                by_user,
+                ..
+            } => {
                 match self
                     .relay
                     .store()
@@ -205,6 +219,19 @@ impl Inner {
                         }
                     }
                     Err(e) => tracing::warn!("could not skip notifications: {e}"),
+                }
+                // Told after the notifications still queued for it were skipped (its own row
+                // is not one of them).
+                if self.targets(EventKind::RequestResolved).next().is_some() {
+                    let mut r = json!({"decision": decision.as_str(), "by": by.as_str()});
+                    if let Some(p) = by_user {
+                        r["byUser"] = json!(p);
+                    }
+                    if let Some(reason) = reason {
+                        r["reason"] = json!(reason);
+                    }
+                    let msg = Message::resolved(session, id, r, env.time, &self.public);
+                    self.fan_out(&format!("{id}_resolved"), &msg).await;
                 }
             }
             Ev::TurnEnd { status, error, .. } if env.agent.is_none() => {
@@ -281,8 +308,10 @@ impl Inner {
         row: &OutboxRecord,
         msg: &Message,
     ) -> Result<(&'static str, String), Failure> {
-        // A request answered in the meantime is not worth a notification any more.
+        // A request answered in the meantime is not worth a notification any more (but for
+        // the news that it was answered).
         if let Some(r) = &msg.request_id
+            && msg.event() != EventKind::RequestResolved
             && self.relay.pending_by_id(r).is_none()
         {
             return Err(Failure::Permanent(

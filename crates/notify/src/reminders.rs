@@ -21,6 +21,14 @@ pub(crate) async fn escalate(inner: &Inner, key: &str, msg: &Message, why: &str)
     for t in &inner.config.escalation.to {
         let targets = if t == "push" {
             inner.push_targets().await
+        } else if let Some(name) = t.strip_prefix("user:") {
+            match person_targets(inner, name).await {
+                Ok(targets) => targets,
+                Err(reason) => {
+                    cannot_reach(inner, key, t, &reason).await;
+                    continue;
+                }
+            }
         } else {
             vec![t.clone()]
         };
@@ -28,6 +36,63 @@ pub(crate) async fn escalate(inner: &Inner, key: &str, msg: &Message, why: &str)
             let id = format!("msg_{key}_{}_e", short(&target));
             inner.queue_as(id, "escalation", &target, msg, &why).await;
         }
+    }
+}
+
+/// The push targets of the browsers user `name` subscribed, or why the request cannot reach
+/// them: no such user, disabled, a role that cannot answer requests, push off, no browser.
+async fn person_targets(inner: &Inner, name: &str) -> Result<Vec<String>, String> {
+    let user = match inner.relay.people().user(name).await {
+        Ok(u) => u,
+        Err(codex_relay_core::people::PeopleError::NotFound(_)) => {
+            return Err(format!("no user named {name:?}"));
+        }
+        Err(e) => return Err(format!("could not look {name:?} up: {e}")),
+    };
+    if user.disabled_at.is_some() {
+        return Err(format!("{name} is disabled"));
+    }
+    if user.role < codex_relay_core::people::Role::Approver {
+        return Err(format!(
+            "{name} is a {} and cannot answer requests",
+            user.role.as_str()
+        ));
+    }
+    let mine = inner.push_targets_of(Some(&user.id)).await;
+    if mine.is_empty() {
+        return Err(format!(
+            "{name} has no browser subscribed to push (Notifications → Enable push, signed in as {name})"
+        ));
+    }
+    Ok(mine)
+}
+
+/// Puts on the request's trail (once) that escalation to `target` could not happen, and why.
+async fn cannot_reach(inner: &Inner, request: &str, target: &str, reason: &str) {
+    let store = inner.relay.store();
+    let outbox_id = format!("msg_{request}_{target}_e");
+    let trail = store
+        .deliveries_for_request(request, 500)
+        .await
+        .unwrap_or_default();
+    if trail.iter().any(|d| d.outbox_id == outbox_id) {
+        return;
+    }
+    tracing::warn!(
+        request,
+        target,
+        "escalation cannot reach {target}: {reason}"
+    );
+    let step = codex_relay_core::store::DeliveryRecord {
+        outbox_id,
+        request_id: Some(request.to_owned()),
+        target: target.to_owned(),
+        status: "failed".into(),
+        detail: Some(format!("escalation: {reason}")),
+        at: now_ms(),
+    };
+    if let Err(e) = store.record_delivery(&step).await {
+        tracing::warn!(request, "could not record a delivery step: {e}");
     }
 }
 

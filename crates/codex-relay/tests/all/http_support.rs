@@ -319,6 +319,21 @@ impl Sse {
         }
     }
 
+    /// Whether the stream ends within `timeout` (events and keep-alives meanwhile are read and
+    /// dropped); `false` when it is still open then.
+    pub async fn ended_within(&mut self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            if self.next(left).await.is_none() {
+                return tokio::time::Instant::now() < deadline;
+            }
+        }
+    }
+
     /// Events until `stop` matches one (included); panics after `timeout`.
     pub async fn until(&mut self, timeout: Duration, stop: impl Fn(&Event) -> bool) -> Vec<Event> {
         let deadline = tokio::time::Instant::now() + timeout;

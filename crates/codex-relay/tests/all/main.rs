@@ -61,6 +61,8 @@ mod npm_package_exits;
 mod one_door;
 mod ordinary_user;
 mod people;
+mod people_forms;
+mod people_streams;
 mod rate_limits;
 mod rules_notify_knobs;
 mod rules_sandbox;

@@ -19,7 +19,7 @@ use crate::cluster_support::{fresh_schema, history, instance, view_until};
 
 const TURN: Duration = Duration::from_secs(90);
 
-fn bearer(url: &str, token: &str) -> Client {
+pub(crate) fn bearer(url: &str, token: &str) -> Client {
     Client::anonymous(url).with_header("Authorization", &format!("Bearer {token}"))
 }
 
@@ -35,7 +35,7 @@ fn assert_forbidden(r: &Resp, role: &str, what: &str) {
 }
 
 /// A user made by the admin, and a personal token of theirs.
-async fn user_with_token(admin: &Client, name: &str, role: &str) -> (String, String) {
+pub(crate) async fn user_with_token(admin: &Client, name: &str, role: &str) -> (String, String) {
     let r = admin
         .post("/api/users", &json!({"name": name, "role": role}))
         .await;
@@ -373,15 +373,37 @@ async fn cluster_postgres_roles_and_a_revocation_holds_on_every_instance() {
 
 /// The invitation and the People view in real Chromium (skipped, counted, where the browser
 /// cannot be had): the invited viewer is signed in by the link and refused the admin's view;
-/// the link works once; the admin sees the user and the audit log.
+/// the link works once; the admin sees the user and the audit log. On a session waiting for an
+/// approval (real Codex), the viewer is offered no answer, message or start, and told why; the
+/// admin is offered them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invitation_in_the_browser_and_the_people_view() {
     let Some((node, _codex)) = crate::browser::set_up(codex_relay_testkit::NEWEST) else {
         return;
     };
     let bed = Bed::start(codex_relay_testkit::NEWEST).await;
-    let relay = HttpRelay::start(bed.args(120_000)).await;
+    bed.model.route(
+        "PEOPLE-VIEW",
+        [
+            Reply::exec("touch watched.txt", "people-view-1"),
+            Reply::text("done"),
+        ],
+    );
+    let relay = HttpRelay::start(bed.args(300_000)).await;
     let admin = Client::new(&relay.url);
+    let r = admin
+        .post(
+            "/api/sessions",
+            &json!({"prompt": "PEOPLE-VIEW: make a file", "cwd": bed.home.workspace(),
+                "approvalPolicy": "untrusted", "sandbox": "workspace-write"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let session = r.json()["sessionId"].as_str().unwrap().to_owned();
+    view_until(&admin, &session, "the request opens", |v| {
+        v["pending"][0]["id"].is_string()
+    })
+    .await;
     let r = admin
         .post(
             "/api/invitations",
@@ -398,12 +420,22 @@ async fn an_invitation_in_the_browser_and_the_people_view() {
             &url,
             "people",
             crate::browser::LogIn::Token(codex_relay_testkit::RELAY_TEST_TOKEN.to_owned()),
-            &[("INVITE_PATH", path)],
+            &[("INVITE_PATH", path), ("SESSION_ID", session)],
         )
     })
     .await
     .unwrap();
     assert_eq!(findings["token"], true, "{findings}");
+    assert_eq!(
+        findings["viewerButtons"],
+        json!({"approve": 0, "message": 0, "interrupt": 0}),
+        "{findings}"
+    );
+    assert_eq!(
+        findings["adminButtons"],
+        json!({"approve": 1, "message": 1, "newSession": 1, "watchOnly": 0}),
+        "{findings}"
+    );
     assert!(
         findings["again"]
             .as_str()

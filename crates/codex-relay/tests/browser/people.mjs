@@ -1,8 +1,11 @@
 // People in Debian's Chromium: an invitation link (INVITE_PATH) accepted in the browser signs it
 // in as the invited viewer, who sees the sessions but is refused the People view (403 naming the
 // admin role); the second use of the link is refused; then the admin (RELAY_TOKEN) logs in and
-// the People view lists the new user and the audit log's entries. Prints one JSON line.
-// Usage: node people.mjs BASE_URL OUT_DIR VARIANT (RELAY_TOKEN, INVITE_PATH in the env)
+// the People view lists the new user and the audit log's entries. The UI offers each role only
+// what it may do: on a session waiting for an approval (SESSION_ID) the viewer has no Approve
+// button, no composer and no New session link, and is told why; the admin has them all.
+// Prints one JSON line.
+// Usage: node people.mjs BASE_URL OUT_DIR VARIANT (RELAY_TOKEN, INVITE_PATH, SESSION_ID in the env)
 import { chromium } from 'playwright-core';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -37,6 +40,16 @@ try {
   await page.goto(base, { waitUntil: 'load' });
   await page.getByRole('heading', { name: 'Sessions' }).waitFor({ timeout: STEP });
   findings.viewerSeesSessions = true;
+  // What a viewer cannot do is not offered.
+  const session = `${base}#/s/${encodeURIComponent(process.env.SESSION_ID)}`;
+  await page.goto(session, { waitUntil: 'load' });
+  await page.getByText('You can watch this request; answering it needs the approver role.').waitFor({ timeout: STEP });
+  await page.getByRole('link', { name: 'New session' }).waitFor({ state: 'hidden', timeout: STEP });
+  findings.viewerButtons = {
+    approve: await page.getByRole('button', { name: 'Approve', exact: true }).count(),
+    message: await page.getByRole('textbox', { name: 'Message' }).count(),
+    interrupt: await page.getByRole('button', { name: 'Interrupt' }).count(),
+  };
   await page.goto(`${base}#/audit`, { waitUntil: 'load' });
   const alert = page.getByRole('alert').filter({ hasText: 'needs the admin role' });
   await alert.first().waitFor({ timeout: STEP });
@@ -50,6 +63,14 @@ try {
   await page.getByLabel('Token').fill(process.env.RELAY_TOKEN);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByRole('heading', { name: 'Sessions' }).waitFor({ timeout: STEP });
+  await page.goto(session, { waitUntil: 'load' });
+  await page.getByRole('button', { name: 'Approve', exact: true }).waitFor({ timeout: STEP });
+  findings.adminButtons = {
+    approve: await page.getByRole('button', { name: 'Approve', exact: true }).count(),
+    message: await page.getByRole('textbox', { name: 'Message' }).count(),
+    newSession: await page.getByRole('link', { name: 'New session' }).count(),
+    watchOnly: await page.locator('.watch-only:visible').count(),
+  };
   await page.goto(`${base}#/audit`, { waitUntil: 'load' });
   await page.getByRole('heading', { name: 'People and audit' }).waitFor({ timeout: STEP });
   const users = page.getByRole('list', { name: 'Users and tokens' });

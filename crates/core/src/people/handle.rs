@@ -343,6 +343,12 @@ impl People {
         })
     }
 
+    /// Whether the token with id `id` still lets its holder in (not revoked, its user not
+    /// disabled): what an open stream re-checks ([`Grant::token_id`]).
+    pub async fn token_active(&self, id: &str) -> Result<bool, StoreError> {
+        self.store.token_active(id).await
+    }
+
     /// What a presented secret grants, checked against the store now: `None` when it is not a
     /// personal token, unknown, revoked, or its user is disabled.
     pub async fn check_token(&self, secret: &str) -> Result<Option<Grant>, StoreError> {

@@ -228,6 +228,19 @@ impl Store {
     }
 
     /// Revokes a token; true when it was live.
+    /// Whether token `id` still lets its holder in: known, not revoked, its user not disabled.
+    pub async fn token_active(&self, id: &str) -> Result<bool, StoreError> {
+        on_pool!(self.people_pool(), |p| sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM api_tokens t JOIN users u ON u.id = t.user_id \
+             WHERE t.id = $1 AND t.revoked_at IS NULL AND u.disabled_at IS NULL"
+        )
+        .bind(id)
+        .fetch_one(p)
+        .await
+        .map(|n| n > 0))
+        .map_err(StoreError::query("check a token"))
+    }
+
     pub async fn revoke_token(&self, id: &str, now: i64) -> Result<bool, StoreError> {
         on_pool!(self.people_pool(), |p| sqlx::query(
             "UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL"

@@ -1,5 +1,5 @@
-//! Retention: events, raw lines, resolved requests, sent notifications and spent answer links
-//! older than a configured age (or past a size) deleted in small batches by a background task
+//! Retention: events, raw lines, resolved requests, sent notifications, spent answer links and
+//! (by their own age only) audit entries older than a configured age (or past a size) deleted in small batches by a background task
 //! that never holds the database for long, so the writer keeps its pace (docs/STORE.md).
 
 use std::sync::Arc;
@@ -23,6 +23,10 @@ pub struct Retention {
     /// the sooner of the two applies to them. `serve` sets it from the notify file
     /// (`retention`, default 30 days).
     pub notifications_max_age: Option<Duration>,
+    /// Audit log entries older than this are deleted. Only this age applies to them: neither
+    /// [`Retention::max_age`] nor [`Retention::max_bytes`] touches the audit log (a record of
+    /// who did what is often kept longer than the sessions it names). `None`: kept for good.
+    pub audit_max_age: Option<Duration>,
     /// How often a pass runs (the first one a minute after the store opens).
     pub every: Duration,
     /// Most rows one statement deletes: each is a short transaction of its own.
@@ -39,6 +43,7 @@ impl Default for Retention {
             max_age: None,
             max_bytes: None,
             notifications_max_age: None,
+            audit_max_age: None,
             every: Duration::from_secs(600),
             batch: 1000,
             pause: Duration::from_millis(20),
@@ -49,7 +54,10 @@ impl Default for Retention {
 impl Retention {
     /// Whether anything is ever deleted.
     pub fn enabled(&self) -> bool {
-        self.max_age.is_some() || self.max_bytes.is_some() || self.notifications_max_age.is_some()
+        self.max_age.is_some()
+            || self.max_bytes.is_some()
+            || self.notifications_max_age.is_some()
+            || self.audit_max_age.is_some()
     }
 
     /// An age as the flags and the environment give it: a whole number and a unit, `s`, `m`,
@@ -115,6 +123,8 @@ pub struct PruneReport {
     /// Steps of delivery trails.
     pub deliveries: u64,
     pub answer_links: u64,
+    /// Audit log entries.
+    pub audit: u64,
     /// Closed sessions with nothing left.
     pub sessions: u64,
     /// Statements run (each a transaction of at most [`Retention::batch`] rows).
@@ -132,6 +142,7 @@ impl PruneReport {
             + self.notifications
             + self.deliveries
             + self.answer_links
+            + self.audit
             + self.sessions
     }
 }
@@ -253,10 +264,11 @@ impl Store {
         let share = (used - max_bytes * 9 / 10) as f64 / used as f64;
         let q = StoreError::query("find the size cutoff");
         let time: Option<i64> = match &self.inner.pool {
-            // Rowids grow with time: the row that far into the table is the one.
+            // Rowids grow with time: the row that far into the table is the one. (No events:
+            // no row; an OFFSET of NULL would be an error.)
             Pool::Sqlite(p) => sqlx::query_scalar(
                 "SELECT time FROM events ORDER BY id LIMIT 1 OFFSET \
-                 (SELECT CAST((MAX(id) - MIN(id)) * $1 AS INTEGER) FROM events)",
+                 (SELECT COALESCE(CAST((MAX(id) - MIN(id)) * $1 AS INTEGER), 0) FROM events)",
             )
             .bind(share)
             .fetch_optional(p)
@@ -302,13 +314,17 @@ impl Store {
         let notify_cutoff = retention
             .notifications_max_age
             .map_or(cutoff, |age| cutoff.max(now_ms() - age.as_millis() as i64));
-        if cutoff == i64::MIN && notify_cutoff == i64::MIN {
+        let audit_cutoff = retention
+            .audit_max_age
+            .map_or(i64::MIN, |age| now_ms() - age.as_millis() as i64);
+        if cutoff == i64::MIN && notify_cutoff == i64::MIN && audit_cutoff == i64::MIN {
             return Ok(report);
         }
         let batch = retention.batch.max(1) as i64;
         for table in Table::ALL {
             let cutoff = match table {
                 Table::Notifications | Table::Deliveries => notify_cutoff,
+                Table::Audit => audit_cutoff,
                 _ => cutoff,
             };
             if cutoff == i64::MIN {
@@ -389,6 +405,7 @@ impl Store {
                                 notifications = r.notifications,
                                 deliveries = r.deliveries,
                                 answer_links = r.answer_links,
+                                audit = r.audit,
                                 sessions = r.sessions,
                                 took_ms = r.took.as_millis() as u64,
                                 "retention pruned the store"
@@ -420,17 +437,19 @@ enum Table {
     Notifications,
     Deliveries,
     AnswerLinks,
+    Audit,
     Sessions,
 }
 
 impl Table {
-    const ALL: [Table; 7] = [
+    const ALL: [Table; 8] = [
         Table::Events,
         Table::RawLines,
         Table::Requests,
         Table::Notifications,
         Table::Deliveries,
         Table::AnswerLinks,
+        Table::Audit,
         Table::Sessions,
     ];
 
@@ -442,6 +461,7 @@ impl Table {
             Table::Notifications => &mut r.notifications,
             Table::Deliveries => &mut r.deliveries,
             Table::AnswerLinks => &mut r.answer_links,
+            Table::Audit => &mut r.audit,
             Table::Sessions => &mut r.sessions,
         }
     }
@@ -496,6 +516,9 @@ impl Table {
             ),
             Table::AnswerLinks => format!(
                 "DELETE FROM answer_links WHERE {row} IN (SELECT {row} FROM answer_links WHERE expires_at < $1 LIMIT $2)"
+            ),
+            Table::Audit => format!(
+                "DELETE FROM audit_log WHERE {row} IN (SELECT {row} FROM audit_log WHERE at < $1 LIMIT $2)"
             ),
             Table::Sessions => format!(
                 "DELETE FROM sessions WHERE {row} IN (SELECT s.{row} FROM sessions s WHERE s.status = 'closed' AND s.updated_at < $1 \

@@ -65,6 +65,9 @@ pub struct PushSubscriptionRecord {
     pub auth: String,
     pub label: Option<String>,
     pub created_at: i64,
+    /// The named user who subscribed this browser (`None`: the relay token's login).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
 }
 
 pub(super) const OUTBOX_COLUMNS: &str = "id, target, event, session_id, request_id, payload, created_at, attempts, next_at, state, done_at, last_error, open_token";
@@ -297,14 +300,15 @@ impl Store {
         r: &PushSubscriptionRecord,
     ) -> Result<(), StoreError> {
         on_pool!(self.pool(), |p| sqlx::query(
-            "INSERT INTO push_subscriptions (endpoint, p256dh, auth, label, created_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (endpoint) DO UPDATE SET p256dh = excluded.p256dh, auth = excluded.auth, label = excluded.label"
+            "INSERT INTO push_subscriptions (endpoint, p256dh, auth, label, created_at, user_id) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (endpoint) DO UPDATE SET p256dh = excluded.p256dh, auth = excluded.auth, label = excluded.label, user_id = excluded.user_id"
         )
         .bind(&r.endpoint)
         .bind(&r.p256dh)
         .bind(&r.auth)
         .bind(&r.label)
         .bind(r.created_at)
+        .bind(&r.user_id)
         .execute(p)
         .await
         .map(|_| ()))
@@ -313,7 +317,7 @@ impl Store {
 
     pub async fn push_subscriptions(&self) -> Result<Vec<PushSubscriptionRecord>, StoreError> {
         on_pool!(self.pool(), |p| sqlx::query_as(
-            "SELECT endpoint, p256dh, auth, label, created_at FROM push_subscriptions ORDER BY created_at, endpoint"
+            "SELECT endpoint, p256dh, auth, label, created_at, user_id FROM push_subscriptions ORDER BY created_at, endpoint"
         )
         .fetch_all(p)
         .await)

@@ -430,7 +430,64 @@ async fn prunes_notifications_past_their_own_retention(fx: &Fixture) {
     store.close().await.unwrap();
 }
 
+/// The audit log has its own retention only: a one-day age for everything else and a size
+/// limit leave old audit entries alone; its own age deletes exactly the older entries.
+async fn prunes_the_audit_log_by_its_own_age_only(fx: &Fixture) {
+    use codex_relay_core::people::{AuditEntry, AuditQuery, People, Person};
+    let store = Store::open_with(&fx.target, StoreOptions::default())
+        .await
+        .unwrap();
+    let people = People::new(store.clone());
+    let (old, middle, young) = (now() - 40 * DAY, now() - 10 * DAY, now() - DAY / 2);
+    for (n, at) in [old, old + 1, middle, young].into_iter().enumerate() {
+        let mut e = AuditEntry::new(Person::admin_token("http"), format!("session.start.{n}"));
+        e.at = at;
+        people.audit(&e).await.unwrap();
+    }
+    let actions = || async {
+        people
+            .audit_log(&AuditQuery::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.action)
+            .collect::<BTreeSet<String>>()
+    };
+    let everything_else = Retention {
+        max_age: Some(Duration::from_millis(DAY as u64)),
+        max_bytes: Some(1),
+        notifications_max_age: Some(Duration::from_millis(DAY as u64)),
+        batch: 1,
+        pause: Duration::ZERO,
+        ..Retention::default()
+    };
+    assert_eq!(store.prune(&everything_else).await.unwrap().audit, 0);
+    assert_eq!(
+        actions().await.len(),
+        4,
+        "only the audit's own age deletes it"
+    );
+    let audit = Retention {
+        audit_max_age: Some(Duration::from_millis(30 * DAY as u64)),
+        batch: 1,
+        pause: Duration::ZERO,
+        ..Retention::default()
+    };
+    assert!(audit.enabled());
+    let report = store.prune(&audit).await.unwrap();
+    assert_eq!((report.audit, report.events), (2, 0), "{report:?}");
+    assert_eq!(
+        actions().await,
+        ["session.start.2", "session.start.3"]
+            .map(String::from)
+            .into()
+    );
+    assert_eq!(store.prune(&audit).await.unwrap().rows(), 0);
+    store.close().await.unwrap();
+}
+
 crate::store::scenarios!(
+    prunes_the_audit_log_by_its_own_age_only,
     prunes_notifications_past_their_own_retention,
     prunes_exactly_what_is_past_the_limit,
     prunes_the_oldest_past_the_size_limit,

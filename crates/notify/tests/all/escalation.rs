@@ -16,18 +16,18 @@ use codex_relay_testkit::{CodexHome, ModelServer, Reply};
 use crate::webhooks::{Receiver, SECRET, WAIT, session, until};
 
 /// RFC 8291 Appendix A's browser keys: a valid subscription for a push service of ours.
-const P256DH: &str =
+pub(crate) const P256DH: &str =
     "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4";
-const AUTH: &str = "BTBZMqHH6r4Tts7J_aSIgg";
+pub(crate) const AUTH: &str = "BTBZMqHH6r4Tts7J_aSIgg";
 
-struct Bed {
-    model: ModelServer,
-    home: CodexHome,
-    relay: Relay,
-    ws: String,
+pub(crate) struct Bed {
+    pub model: ModelServer,
+    pub home: CodexHome,
+    pub relay: Relay,
+    pub ws: String,
 }
 
-async fn bed(approval_timeout: Duration) -> Bed {
+pub(crate) async fn bed(approval_timeout: Duration) -> Bed {
     let model = ModelServer::start().await;
     let home = CodexHome::new(model.url());
     let ws = home.workspace().display().to_string();
@@ -54,7 +54,7 @@ async fn bed(approval_timeout: Duration) -> Bed {
 }
 
 /// Starts a session whose first command waits for approval; its request's id.
-async fn request(b: &Bed, marker: &str, file: &str) -> (String, String) {
+pub(crate) async fn request(b: &Bed, marker: &str, file: &str) -> (String, String) {
     b.model.route(
         marker,
         [
@@ -76,8 +76,17 @@ async fn request(b: &Bed, marker: &str, file: &str) -> (String, String) {
     (id, snap.pending[0].id.clone())
 }
 
+/// Answers request `r` of session `s` as a library caller, then waits for the turn's end.
+pub(crate) async fn answer_and_wait(b: &Bed, s: &str, r: &str, answer: Answer, what: &str) {
+    b.relay
+        .respond(s, r, answer, Decider::library("test"))
+        .await
+        .unwrap();
+    until(&b.relay, s, what, |s| s.status == SessionStatus::Idle).await;
+}
+
 /// Polls the request's trail (with backoff) until `pred` holds.
-async fn trail_until(
+pub(crate) async fn trail_until(
     relay: &Relay,
     request: &str,
     what: &str,
@@ -124,6 +133,7 @@ async fn a_failing_push_is_on_the_trail_and_the_request_escalates_to_the_webhook
             auth: AUTH.into(),
             label: Some("phone".into()),
             created_at: 0,
+            user_id: None,
         })
         .await
         .unwrap();
@@ -217,14 +227,7 @@ secret = "{SECRET}"
 
     // The push service says the subscription is gone (410): failed for good, the browser is
     // forgotten, and the next request escalates too.
-    b.relay
-        .respond(&s1, &r1, Answer::approve(), Decider::library("test"))
-        .await
-        .unwrap();
-    until(&b.relay, &s1, "s1's turn end", |s| {
-        s.status == SessionStatus::Idle
-    })
-    .await;
+    answer_and_wait(&b, &s1, &r1, Answer::approve(), "s1's turn end").await;
     push.set_status(410);
     let (s2, r2) = request(&b, "MARK-E2", "e2.txt").await;
     let trail = trail_until(&b.relay, &r2, "a second escalation", |t| {
@@ -249,14 +252,7 @@ secret = "{SECRET}"
             .is_empty()
     );
     assert_eq!(hits_for(&hook, &r2), 1);
-    b.relay
-        .respond(&s2, &r2, Answer::deny("no"), Decider::library("test"))
-        .await
-        .unwrap();
-    until(&b.relay, &s2, "s2's turn end", |s| {
-        s.status == SessionStatus::Idle
-    })
-    .await;
+    answer_and_wait(&b, &s2, &r2, Answer::deny("no"), "s2's turn end").await;
     drop(notifier);
     b.relay.shutdown().await;
 }
@@ -383,14 +379,7 @@ secret = "{SECRET}"
         "reminded after it was opened: {:#?}",
         hook.hits()
     );
-    b.relay
-        .respond(&s2, &r2, Answer::approve(), Decider::library("test"))
-        .await
-        .unwrap();
-    until(&b.relay, &s2, "r2's turn end", |s| {
-        s.status == SessionStatus::Idle
-    })
-    .await;
+    answer_and_wait(&b, &s2, &r2, Answer::approve(), "r2's turn end").await;
     drop(notifier);
     b.relay.shutdown().await;
 }
