@@ -197,6 +197,11 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
     let oidc = args
         .sso
         .oidc(notify.public_url.as_deref().unwrap_or(&link_base))?;
+    if oidc.is_some() && token.hash.is_none() {
+        anyhow::bail!(
+            "single sign-on (--oidc-issuer) and --no-auth contradict each other: without a token everyone is the admin, so there is nobody to sign in"
+        );
+    }
     if let Some(o) = &oidc {
         say(&format!(
             "codex-relay: single sign-on through {} (its redirect URI: {})",
