@@ -62,9 +62,11 @@ pub struct HttpArgs {
     trusted_proxies: Vec<IpAddr>,
     /// Where browsers reach the relay, e.g. `https://relay.example.com`: its host is the
     /// passkeys' relying party ID (a domain name; WebAuthn refuses IP addresses) and its
-    /// origin the one passkeys are used from. Without it, the address each browser used.
+    /// origin the one passkeys are used from (without it, the address each browser used);
+    /// single sign-on's callback is under it (without it, the notify file's `public_url`, the
+    /// cluster's advertised URL, else where the relay listens).
     #[arg(long, env = "CODEX_RELAY_PUBLIC_URL", value_name = "URL")]
-    public_url: Option<String>,
+    pub public_url: Option<String>,
     /// Who must confirm approving a risky request (one that leaves the sandbox, reaches the
     /// network, asks for more permissions, or a --step-up-command) with a fresh passkey check:
     /// `off`, `passkey-users` (named users who registered a passkey; answer links once anyone
@@ -233,7 +235,9 @@ impl HttpArgs {
     }
 
     /// The HTTP front and `fronts` (the MCP endpoints), all behind the Host allow-list, the
-    /// token, the cross-site check, the body limit, the stream cap and CORS.
+    /// token, the cross-site check, the body limit, the stream cap and CORS. `oidc`: single
+    /// sign-on, when configured.
+    #[allow(clippy::too_many_arguments)]
     pub fn app(
         &self,
         relay: &Relay,
@@ -241,6 +245,7 @@ impl HttpArgs {
         fronts: axum::Router,
         allowed_hosts: Vec<String>,
         notify: NotifyFront,
+        oidc: Option<Arc<codex_relay_http::sso::Oidc>>,
         stop: tokio_util::sync::CancellationToken,
     ) -> axum::Router {
         // Personal tokens are checked against the relay's store (shared by the cluster).
@@ -250,6 +255,7 @@ impl HttpArgs {
             vapid_public_key: notify.vapid_public_key,
             notify_channels: notify.channels,
             passkeys: self.passkeys().unwrap_or_default(),
+            oidc,
             stop,
         };
         let app = codex_relay_http::router(relay.clone(), opts).merge(fronts);

@@ -16,6 +16,7 @@ mod limits_args;
 mod policy_args;
 mod progress;
 mod serve;
+mod sso_args;
 
 use clap::{Parser, Subcommand};
 
@@ -67,6 +68,7 @@ fn main() -> std::process::ExitCode {
     // environment unreadable to the processes of the same user (the commands Codex runs among
     // them), and overwrite the token where /proc/<pid>/environ would still show it.
     http_front::take_env_token();
+    sso_args::take_env_secret();
     // Started by the npm launcher (which names itself): go when it goes, even by SIGKILL.
     if let Some(pid) = std::env::var(LAUNCHER_PID)
         .ok()
@@ -76,7 +78,10 @@ fn main() -> std::process::ExitCode {
     }
     // SAFETY: no other thread exists yet.
     unsafe { std::env::remove_var(LAUNCHER_PID) };
-    codex_relay_codex::platform::process::harden_self(&[http_front::TOKEN_VAR]);
+    codex_relay_codex::platform::process::harden_self(&[
+        http_front::TOKEN_VAR,
+        sso_args::SECRET_VAR,
+    ]);
     // A descriptor per connection (up to --max-connections), plus Codex's pipes and the store.
     codex_relay_codex::platform::process::raise_fd_limit(65_536);
     // What a Codex process leaves when it dies (a command may kill it to leave its tree) comes

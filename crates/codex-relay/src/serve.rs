@@ -39,6 +39,8 @@ pub struct ServeArgs {
     allow_hosts: Vec<String>,
     #[command(flatten)]
     http: crate::http_front::HttpArgs,
+    #[command(flatten)]
+    sso: crate::sso_args::SsoArgs,
     /// Run against a built-in scripted model: a whole session (plan, file diff, command
     /// approval, question) with no OpenAI account. Its Codex home, workspace, store, token and
     /// logins are kept in `demo/` in the data directory across restarts.
@@ -190,6 +192,27 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
         .advertise_url
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
+    // Single sign-on's callback is under the relay's public URL: --public-url, else the
+    // notify file's, else the link base.
+    let oidc = args.sso.oidc(
+        args.http
+            .public_url
+            .as_deref()
+            .or(notify.public_url.as_deref())
+            .unwrap_or(&link_base),
+    )?;
+    if oidc.is_some() && token.hash.is_none() {
+        anyhow::bail!(
+            "single sign-on (--oidc-issuer) and --no-auth contradict each other: without a token everyone is the admin, so there is nobody to sign in"
+        );
+    }
+    if let Some(o) = &oidc {
+        say(&format!(
+            "codex-relay: single sign-on through {} (its redirect URI: {})",
+            o.issuer(),
+            o.redirect_url()
+        ));
+    }
     let notifier = codex_relay_notify::Notifier::start(relay.clone(), notify, &link_base, vapid)?;
     let app = args.http.app(
         &relay,
@@ -200,6 +223,7 @@ pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
             vapid_public_key: vapid_key,
             channels,
         },
+        oidc,
         stop.clone(),
     );
     say(&banner(addr, &token, &credentials));

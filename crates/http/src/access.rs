@@ -195,6 +195,21 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
     ("GET", "/api/users", Admin, Relay, None),
     ("POST", "/api/users", Admin, Relay, Some("user.create")),
     ("POST", "/api/users/{id}", Admin, Relay, Some("user.update")),
+    ("GET", "/api/users/{id}/identities", Admin, Relay, None),
+    (
+        "POST",
+        "/api/users/{id}/identities",
+        Admin,
+        Relay,
+        Some("identity.bind"),
+    ),
+    (
+        "DELETE",
+        "/api/users/{id}/identities",
+        Admin,
+        Relay,
+        Some("identity.unbind"),
+    ),
     ("GET", "/api/tokens", Admin, Relay, None),
     ("POST", "/api/tokens", Admin, Relay, Some("token.create")),
     (
@@ -256,6 +271,9 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
     ("GET", "/", Viewer, Open, None),
     ("GET", "/ui/*", Viewer, Open, None),
     ("GET", "/invite/*", Viewer, Open, None),
+    // Single sign-on's round trip: open (it is how a browser gets a login), like /login.
+    ("GET", "/login/oidc", Viewer, Open, None),
+    ("GET", "/login/oidc/callback", Viewer, Open, None),
 ];
 
 fn matches(pattern: &str, path: &str) -> bool {
@@ -449,6 +467,19 @@ mod tests {
             Some("passkey.remove")
         );
         assert_eq!(need("POST", "/api/passkeys/step-up").scope, Open);
+        // Single sign-on: its round trip is open (it makes the login); identities are admin's.
+        assert_eq!(need("GET", "/login/oidc").scope, Open);
+        assert_eq!(need("GET", "/login/oidc/callback").scope, Open);
+        assert_eq!(need("POST", "/login/oidc/callback").role, Admin);
+        assert_eq!(need("GET", "/api/users/u1/identities").role, Admin);
+        assert_eq!(
+            need("POST", "/api/users/u1/identities").action,
+            Some("identity.bind")
+        );
+        assert_eq!(
+            need("DELETE", "/api/users/u1/identities").action,
+            Some("identity.unbind")
+        );
     }
 
     #[test]

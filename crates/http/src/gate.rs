@@ -176,6 +176,8 @@ pub async fn check(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) 
         path,
         "/login"
             | "/logout"
+            | "/login/oidc"
+            | crate::sso::CALLBACK_PATH
             | "/manifest.webmanifest"
             | "/sw.js"
             | "/ui/icon-192.png"

@@ -38,6 +38,7 @@ pub mod security;
 pub mod server;
 pub mod sessions;
 pub mod sse;
+pub mod sso;
 pub mod streams;
 pub mod threads;
 pub mod types;
@@ -66,6 +67,8 @@ pub struct HttpOptions {
     pub notify_channels: Vec<String>,
     /// Passkeys: the relying party's URL and the step-up policy for risky approvals.
     pub passkeys: passkeys::PasskeyOptions,
+    /// Single sign-on through an OpenID provider; `None`: not configured.
+    pub oidc: Option<Arc<sso::Oidc>>,
     /// Cancelled when the server stops: every event stream ends at once (a browser's stream
     /// would otherwise hold the connection, and the shutdown, open).
     pub stop: tokio_util::sync::CancellationToken,
@@ -79,6 +82,7 @@ impl Default for HttpOptions {
             vapid_public_key: None,
             notify_channels: Vec::new(),
             passkeys: Default::default(),
+            oidc: None,
             stop: Default::default(),
         }
     }
@@ -157,6 +161,12 @@ pub fn router(relay: Relay, opts: HttpOptions) -> axum::Router {
             get(people::list_users).post(people::create_user),
         )
         .route("/api/users/{id}", post(people::update_user))
+        .route(
+            "/api/users/{id}/identities",
+            get(sso::identities::list)
+                .post(sso::identities::bind)
+                .delete(sso::identities::unbind),
+        )
         .route(
             "/api/tokens",
             get(people::list_tokens).post(people::create_token),

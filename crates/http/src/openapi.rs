@@ -5,7 +5,7 @@ use utoipa::OpenApi;
 
 use crate::{
     daemon_threads, deliveries, export, health, notify, passkeys, people, permission, rate_limits,
-    relay_stream, rules, sessions, sse, threads, worktree,
+    relay_stream, rules, sessions, sse, sso, threads, worktree,
 };
 
 #[derive(OpenApi)]
@@ -27,6 +27,7 @@ use crate::{
         passkeys::routes::register_options, passkeys::routes::register, passkeys::routes::list,
         passkeys::routes::remove, passkeys::routes::step_up_options, passkeys::login::options,
         passkeys::login::sign_in,
+        sso::identities::list, sso::identities::bind, sso::identities::unbind,
         health::healthz, health::metrics, document,
     ),
     modifiers(&BearerAuth),

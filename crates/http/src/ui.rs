@@ -5,6 +5,8 @@ mod answer;
 mod invite;
 pub(crate) mod login;
 
+pub(crate) use login::{cookie_attrs, cookie_name, escape, page, redirect, safe_next};
+
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -130,6 +132,8 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/invite/{code}", get(invite::show).post(invite::accept))
         .route("/n/{id}", get(crate::deliveries::open))
         .route("/login", get(login::form).post(login::submit))
+        .route("/login/oidc", get(crate::sso::flow::start))
+        .route(crate::sso::CALLBACK_PATH, get(crate::sso::flow::callback))
         .route("/logout", axum::routing::post(login::logout))
 }
 

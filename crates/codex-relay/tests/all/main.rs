@@ -73,6 +73,7 @@ mod secure_by_default;
 mod self_approval;
 mod serve_stderr_closed;
 mod slowloris;
+mod sso;
 mod start_limits_config;
 mod start_policy;
 mod thread_fronts;

@@ -1,7 +1,8 @@
 //! Nothing of the relay's own settings is in an environment a model-run command can read.
 //! Over the real Codex, the relay, Codex and the commands all the ordinary test user: the
 //! relay gets its store in `CODEX_RELAY_DB`, its token through `CODEX_RELAY_TOKEN_FILE` (and,
-//! with Postgres, a `PGPASSWORD`), and an unsandboxed command reads `/proc/*/environ` of every
+//! with Postgres, a `PGPASSWORD`), single sign-on's client secret in
+//! `CODEX_RELAY_OIDC_CLIENT_SECRET`, and an unsandboxed command reads `/proc/*/environ` of every
 //! process it can (Codex, the relay's watchdog and its `sleep`, its own) looking for those
 //! variables and their values. It finds none.
 
@@ -14,6 +15,7 @@ use codex_relay_testkit::{RELAY_TEST_TOKEN, Reply};
 use serde_json::json;
 
 const PG_SECRET: &str = "pg-secret-never-shown";
+const OIDC_SECRET: &str = "oidc-client-secret-never-shown";
 
 async fn scenario(store: Option<String>) {
     let bed = match Bed::ordinary(codex_relay_testkit::NEWEST, "").await {
@@ -40,6 +42,13 @@ async fn scenario(store: Option<String>) {
         // serve takes the token from the file only.
         ("CODEX_RELAY_TOKEN", String::new()),
         ("LOG_LEVEL", "info".into()),
+        // Single sign-on configured (the provider is asked only when someone signs in).
+        (
+            "CODEX_RELAY_OIDC_ISSUER",
+            "https://id.example.invalid".into(),
+        ),
+        ("CODEX_RELAY_OIDC_CLIENT_ID", "relay".into()),
+        ("CODEX_RELAY_OIDC_CLIENT_SECRET", OIDC_SECRET.into()),
     ];
     let postgres = db.starts_with("postgres");
     if postgres {
@@ -51,6 +60,7 @@ async fn scenario(store: Option<String>) {
         ("the store".into(), db.clone()),
         ("the token file".into(), token_file.display().to_string()),
         ("the token".into(), RELAY_TEST_TOKEN.into()),
+        ("the OIDC client secret".into(), OIDC_SECRET.into()),
     ];
     if postgres {
         wanted.push(("the Postgres password".into(), PG_SECRET.into()));
@@ -59,7 +69,7 @@ async fn scenario(store: Option<String>) {
         "n=0; for f in /proc/[0-9]*/environ; do\n\
          d=${f%/environ}; env=$(tr '\\0' '\\n' < \"$f\" 2>/dev/null) || continue; n=$((n+1))\n\
          who=\"${d#/proc/} $(tr '\\0\\n' '  ' < \"$d/cmdline\" | cut -c1-80)\"\n\
-         printf '%s\\n' \"$env\" | grep -E '^(CODEX_RELAY_DB|CODEX_RELAY_TOKEN_FILE|CODEX_RELAY_TOKEN|PGPASSWORD|PGPASSFILE)=' | sed \"s|=.*||; s|^|LEAK $who: |\"\n",
+         printf '%s\\n' \"$env\" | grep -E '^(CODEX_RELAY_DB|CODEX_RELAY_TOKEN_FILE|CODEX_RELAY_TOKEN|CODEX_RELAY_OIDC_CLIENT_SECRET|PGPASSWORD|PGPASSFILE)=' | sed \"s|=.*||; s|^|LEAK $who: |\"\n",
     );
     for (what, value) in &wanted {
         script.push_str(&format!(

@@ -92,6 +92,9 @@ pub struct TokenInfo {
     pub last_used_at: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<i64>,
+    /// When it stops working by itself (an SSO sign-in's login); absent: never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 fn sessions_of(text: Option<&str>) -> Option<Vec<String>> {
@@ -110,6 +113,7 @@ impl From<TokenRecord> for TokenInfo {
             created_at: t.created_at,
             last_used_at: t.last_used_at,
             revoked_at: t.revoked_at,
+            expires_at: t.expires_at,
         }
     }
 }
@@ -166,7 +170,7 @@ pub struct Redeemed {
 /// Users, tokens, invitations and the audit log (see the module doc). Cheap to clone.
 #[derive(Clone)]
 pub struct People {
-    store: Store,
+    pub(super) store: Store,
 }
 
 impl Relay {
@@ -307,6 +311,7 @@ impl People {
             created_at: now_ms(),
             last_used_at: None,
             revoked_at: None,
+            expires_at: None,
         };
         self.store.insert_token(&rec).await?;
         Ok(NewToken {
@@ -358,10 +363,13 @@ impl People {
         let Some(t) = self.store.token_use(&hash_secret(secret)).await? else {
             return Ok(None);
         };
-        if t.revoked_at.is_some() || t.disabled_at.is_some() {
+        let now = now_ms();
+        if t.revoked_at.is_some()
+            || t.disabled_at.is_some()
+            || t.expires_at.is_some_and(|e| e <= now)
+        {
             return Ok(None);
         }
-        let now = now_ms();
         if t.last_used_at.is_none_or(|at| now - at >= TOUCH_EVERY_MS)
             && let Err(e) = self.store.touch_token(&t.id, now).await
         {
@@ -425,11 +433,15 @@ impl People {
 
     /// The invitation a code names, if it can still be used.
     pub async fn peek_invitation(&self, code: &str) -> Result<Invitation, InviteError> {
-        let rec = self
-            .store
-            .invite(&hash_secret(code))
-            .await?
-            .ok_or(InviteError::Unknown)?;
+        self.peek_invitation_hashed(&hash_secret(code)).await
+    }
+
+    /// [`Self::peek_invitation`] by the code's hash (what a sign-in under way keeps).
+    pub(crate) async fn peek_invitation_hashed(
+        &self,
+        hash: &str,
+    ) -> Result<Invitation, InviteError> {
+        let rec = self.store.invite(hash).await?.ok_or(InviteError::Unknown)?;
         if rec.used_at.is_some() {
             return Err(InviteError::Used);
         }
@@ -442,18 +454,19 @@ impl People {
     /// Uses an invitation: makes its user and their first token. Only the first use of a
     /// code succeeds (on any relay of the store).
     pub async fn redeem(&self, code: &str) -> Result<Redeemed, InviteError> {
-        let inv = self.peek_invitation(code).await?;
+        self.redeem_hashed(&hash_secret(code)).await
+    }
+
+    /// [`Self::redeem`] by the code's hash.
+    pub(crate) async fn redeem_hashed(&self, hash: &str) -> Result<Redeemed, InviteError> {
+        let inv = self.peek_invitation_hashed(hash).await?;
         if self.store.user(&inv.name).await?.is_some() {
             return Err(InviteError::NameTaken(inv.name));
         }
         let user_id = random_id("usr_");
-        if !self
-            .store
-            .use_invite(&hash_secret(code), &user_id, now_ms())
-            .await?
-        {
+        if !self.store.use_invite(hash, &user_id, now_ms()).await? {
             return Err(self
-                .peek_invitation(code)
+                .peek_invitation_hashed(hash)
                 .await
                 .err()
                 .unwrap_or(InviteError::Used));

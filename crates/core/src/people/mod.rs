@@ -6,6 +6,7 @@
 mod audit;
 mod handle;
 mod passkeys;
+mod sso;
 
 pub use crate::person::{ADMIN_TOKEN_ID, Person, Role};
 pub use audit::{AuditEntry, AuditQuery};
@@ -13,6 +14,7 @@ pub use handle::{
     Invitation, InviteError, NewToken, People, PeopleError, Redeemed, TokenInfo, User,
 };
 pub use passkeys::{Ceremony, CeremonyError, CeremonyKind, PasskeyInfo};
+pub use sso::{Identity, PendingSso, SSO_LOGIN_LABEL, SsoClaims, SsoMatch, SsoPolicy, SsoRefused};
 
 /// What a personal token grants, as checked on every use (so a revocation, a disabled user or
 /// a lowered role holds at once, on every relay of the store).

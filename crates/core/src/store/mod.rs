@@ -26,6 +26,7 @@ mod retention;
 mod spool;
 mod sqlite;
 mod sqlite_batch;
+mod sso;
 mod stats;
 mod tables;
 mod writer;
@@ -47,6 +48,7 @@ pub(crate) use postgres::connect as connect_postgres;
 pub use probe::{ProbeReport, SpoolReport, probe};
 pub use records::*;
 pub use retention::{PruneReport, Retention, RetentionStats, StoreSize};
+pub use sso::{IdentityRecord, PendingSsoRecord};
 pub use stats::StoreStats;
 pub use tables::{AnswerLinkRecord, OutboxRecord, PushSubscriptionRecord, RuleRecord};
 

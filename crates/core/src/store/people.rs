@@ -27,6 +27,8 @@ pub struct TokenRecord {
     pub created_at: i64,
     pub last_used_at: Option<i64>,
     pub revoked_at: Option<i64>,
+    /// When it stops working (Unix ms); `None`: never (until revoked). SSO logins' tokens end.
+    pub expires_at: Option<i64>,
 }
 
 /// A token with its user, as a request presenting it is checked.
@@ -41,6 +43,7 @@ pub struct TokenUse {
     pub last_used_at: Option<i64>,
     pub revoked_at: Option<i64>,
     pub disabled_at: Option<i64>,
+    pub expires_at: Option<i64>,
 }
 
 /// An invitation, as kept: the SHA-256 of its code.
@@ -99,7 +102,7 @@ pub struct AuditFilter {
 
 const USER_COLUMNS: &str = "id, name, role, created_at, created_by, disabled_at";
 const TOKEN_COLUMNS: &str =
-    "id, hash, user_id, label, role, sessions, created_at, last_used_at, revoked_at";
+    "id, hash, user_id, label, role, sessions, created_at, last_used_at, revoked_at, expires_at";
 const INVITE_COLUMNS: &str =
     "hash, id, name, role, sessions, created_at, created_by, expires_at, used_at, user_id";
 const AUDIT_COLUMNS: &str = "seq, at, user_id, user_name, role, front, device, ip, instance, action, session_id, request_id, decision, rule, detail";
@@ -168,7 +171,7 @@ impl Store {
 
     pub async fn insert_token(&self, t: &TokenRecord) -> Result<(), StoreError> {
         on_pool!(self.people_pool(), |p| sqlx::query(
-            "INSERT INTO api_tokens (id, hash, user_id, label, role, sessions, created_at, last_used_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            "INSERT INTO api_tokens (id, hash, user_id, label, role, sessions, created_at, last_used_at, revoked_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         )
         .bind(&t.id)
         .bind(&t.hash)
@@ -179,6 +182,7 @@ impl Store {
         .bind(t.created_at)
         .bind(t.last_used_at)
         .bind(t.revoked_at)
+        .bind(t.expires_at)
         .execute(p)
         .await
         .map(|_| ()))
@@ -202,7 +206,7 @@ impl Store {
     /// The token whose secret hashes to `hash`, with its user.
     pub async fn token_use(&self, hash: &str) -> Result<Option<TokenUse>, StoreError> {
         on_pool!(self.people_pool(), |p| sqlx::query_as(
-            "SELECT t.id, t.user_id, u.name AS user_name, u.role AS user_role, t.role, t.sessions, t.last_used_at, t.revoked_at, u.disabled_at \
+            "SELECT t.id, t.user_id, u.name AS user_name, u.role AS user_role, t.role, t.sessions, t.last_used_at, t.revoked_at, u.disabled_at, t.expires_at \
              FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = $1"
         )
         .bind(hash)

@@ -19,6 +19,7 @@ mod failures;
 mod fuzz_mapper;
 mod layers;
 mod login;
+mod people_sso;
 mod pool;
 mod recovery;
 mod recycle;

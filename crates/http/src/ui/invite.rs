@@ -52,10 +52,11 @@ pub(crate) async fn show(
             StatusCode::OK,
             &format!(
                 "<h1>You are invited</h1><p>to this relay as <b>{}</b>, with the <b>{}</b> role.</p>\
-                 <form method=\"post\"><button type=\"submit\">Accept and sign in</button></form>\
+                 <form method=\"post\"><button type=\"submit\">Accept and sign in</button></form>{}\
                  <p>The link works once.</p>",
                 escape(&inv.name),
-                inv.role
+                inv.role,
+                crate::sso::invite_button(&st, &code, inv.sessions.is_none())
             ),
         ),
         Err(e) => refused(e, json),

@@ -29,7 +29,7 @@ pub(crate) struct Login {
 /// origin and what is sent back is a plain path: one that normalises to `//host/...` (from
 /// `/.//host`, `/a/..//host`, `/%2e//host`, `/./\host`) would send the browser to that host.
 /// The answer is checked once more the way the browser will read it in `Location`.
-fn safe_next(next: Option<&str>) -> String {
+pub(crate) fn safe_next(next: Option<&str>) -> String {
     let Some(next) = next else {
         return "/".into();
     };
@@ -56,7 +56,7 @@ fn safe_next(next: Option<&str>) -> String {
     if plain_path && stays { out } else { "/".into() }
 }
 
-pub(super) fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -65,7 +65,7 @@ pub(super) fn escape(s: &str) -> String {
 }
 
 /// The page: no scripts, its own small style (the UI's stylesheet needs the token).
-pub(super) fn page(status: StatusCode, body: &str) -> Response {
+pub(crate) fn page(status: StatusCode, body: &str) -> Response {
     let html = format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -80,6 +80,7 @@ label {{ display: grid; gap: 4px; font-weight: 600; }}
 input {{ font: inherit; padding: 10px; border-radius: 8px; border: 1px solid #8a94a3; }}
 button {{ font: inherit; font-weight: 600; padding: 10px; border-radius: 8px; border: 0; background: #2457d6; color: #fff; cursor: pointer; }}
 .error {{ color: #c62828; margin: 0; }}
+a.button {{ display: block; text-align: center; font-weight: 600; padding: 10px; border-radius: 8px; border: 1px solid #2457d6; color: inherit; text-decoration: none; }}
 p {{ margin: 0; }}
 </style></head>
 <body><main>{body}</main></body></html>"#
@@ -148,7 +149,8 @@ pub(crate) async fn form(
             ),
         );
     }
-    page(StatusCode::OK, &form_html(&next, None))
+    let sso = crate::sso::login_button(&st, &next);
+    page(StatusCode::OK, &format!("{}{sso}", form_html(&next, None)))
 }
 
 pub(crate) async fn submit(
@@ -196,6 +198,12 @@ pub(crate) async fn logout(
     if let Some(cookie) = crate::gate::login_cookie(&headers) {
         st.opts.credentials.revoke_login(&cookie);
         crate::passkeys::login::end_sign_in(&st, &cookie).await;
+        // A single sign-on's login is a token of its own: ended on the server too.
+        if let Some(people) = st.opts.credentials.people()
+            && let Err(e) = people.end_sso_login(&cookie).await
+        {
+            tracing::warn!("ending a single sign-on login: {e}");
+        }
     }
     let https = client.is_some_and(|c| c.0.https);
     let cookie = format!(
@@ -247,7 +255,7 @@ fn logged_in(st: &AppState, client: Option<Client>, next: &str) -> Response {
     redirect(next, HeaderValue::from_str(&cookie).ok())
 }
 
-pub(super) fn redirect(to: &str, cookie: Option<HeaderValue>) -> Response {
+pub(crate) fn redirect(to: &str, cookie: Option<HeaderValue>) -> Response {
     let mut res = StatusCode::SEE_OTHER.into_response();
     let h = res.headers_mut();
     if let Ok(loc) = HeaderValue::from_str(to) {
