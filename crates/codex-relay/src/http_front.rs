@@ -130,7 +130,11 @@ impl HttpArgs {
             .map(|o| codex_relay_http::security::parse_cors_origin(o))
             .collect::<Result<_, _>>()
             .map_err(anyhow::Error::msg)?;
-        self.passkeys()?;
+        if let Some(url) = self.passkeys()?.public_url
+            && let Some(why) = codex_relay_http::passkeys::unusable_for_passkeys(&url)
+        {
+            tracing::warn!("--public-url {url}: passkeys are unavailable there ({why})");
+        }
         Ok(())
     }
 

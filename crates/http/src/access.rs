@@ -270,6 +270,8 @@ const ROUTES: &[(&str, &str, Role, Scope, Option<&str>)] = &[
     // The UI's pages and files.
     ("GET", "/", Viewer, Open, None),
     ("GET", "/ui/*", Viewer, Open, None),
+    // Browsers ask for it on their own: not found, never a refusal in the audit log.
+    ("GET", "/favicon.ico", Viewer, Open, None),
     ("GET", "/invite/*", Viewer, Open, None),
     // Single sign-on's round trip: open (it is how a browser gets a login), like /login.
     ("GET", "/login/oidc", Viewer, Open, None),
@@ -440,6 +442,7 @@ mod tests {
         assert_eq!(need("POST", "/api/rules").role, Admin);
         assert_eq!(need("DELETE", "/api/rules/x").action, Some("rule.delete"));
         assert_eq!(need("GET", "/ui/app.js").scope, Open);
+        assert_eq!(need("GET", "/favicon.ico").role, Viewer);
         assert_eq!(
             (need("GET", "/").role, need("GET", "/").scope),
             (Viewer, Open)

@@ -63,12 +63,17 @@ impl From<CeremonyError> for ApiError {
 /// `--public-url`: an http(s) URL whose host can be a relying party (a domain, in a secure
 /// context).
 pub fn public_url(text: &str) -> Result<url::Url, String> {
-    let url = url::Url::parse(text)
+    url::Url::parse(text)
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-        .ok_or_else(|| format!("{text:?} is not an http(s) URL"))?;
-    RelyingParty::for_origin(&url).map_err(|e| e.to_string())?;
-    Ok(url)
+        .ok_or_else(|| format!("{text:?} is not an http(s) URL"))
+}
+
+/// Why passkeys cannot be used at `url` (an IP address, an insecure origin), if they cannot:
+/// the relay still serves there (single sign-on and links use the URL too), and passkey
+/// routes answer `passkeys_unavailable`.
+pub fn unusable_for_passkeys(url: &url::Url) -> Option<String> {
+    RelyingParty::for_origin(url).err().map(|e| e.to_string())
 }
 
 pub(crate) fn store_error(e: codex_relay_core::store::StoreError) -> ApiError {
