@@ -134,8 +134,9 @@ impl Ext4 {
         }
         self.mounted = false;
         // 1 and 2 mean "errors were fixed". Right after the unmount something else (udev's
-        // probe) may hold the device for a moment: e2fsck then says it is in use.
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // probe) may hold the device for a moment: e2fsck then says it is in use. On a loaded
+        // machine that moment was seen to last past 10 s.
+        let deadline = Instant::now() + Duration::from_secs(60);
         let fsck = loop {
             let fsck = Command::new("e2fsck")
                 .args(["-fy", self.device()])

@@ -320,6 +320,18 @@ async fn two_children_ask_at_once_and_each_answer_reaches_its_child(version: &'s
     .await;
     assert!(env.home.workspace().join("a.txt").exists());
     assert!(!env.home.workspace().join("b.txt").exists());
+    // A child's last message can be logged just after the parent's view of it ended (the
+    // threads' notifications are not ordered across threads): waited for, never lost.
+    let said = |events: &[codex_relay_core::Envelope], invoke: &str, text: &str| {
+        events.iter().any(|e| {
+            e.invoke.as_deref() == Some(invoke)
+                && matches!(&e.ev, Ev::Text { text: t, .. } if t == text)
+        })
+    };
+    crate::attach::until_logged(&env, &id, |events| {
+        said(events, "call_spawn_a", "a done") && said(events, "call_spawn_b", "b done")
+    })
+    .await;
     let events = env.all_events(&id).await;
     assert_contiguous(&events);
     for (invoke, said) in [("call_spawn_a", "a done"), ("call_spawn_b", "b done")] {
