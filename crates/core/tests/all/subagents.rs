@@ -349,6 +349,20 @@ async fn interrupt_stops_the_parent_and_its_running_child(version: &'static str)
         return;
     }
     let env = Env::start(version, Backend::Sqlite, LONG).await.unwrap();
+    // The parent's next reply waits 60 s on purpose: Codex must not give up on it first (the
+    // test homes' stream idle timeout is 20 s, which a loaded machine starting the child's
+    // command was seen to pass, failing the parent's turn before the interrupt).
+    let config = env.home.path().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("stream_idle_timeout_ms = 20000"), "{text}");
+    std::fs::write(
+        &config,
+        text.replace(
+            "stream_idle_timeout_ms = 20000",
+            "stream_idle_timeout_ms = 300000",
+        ),
+    )
+    .unwrap();
     // The parent's model keeps its turn open; the child runs `sleep 30` without asking.
     env.model.route(
         "PARENT-S",
