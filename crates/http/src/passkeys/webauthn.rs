@@ -73,6 +73,22 @@ fn challenge_key(c: u128) -> String {
     format!("{c:032x}")
 }
 
+/// A started ceremony: the browser's options, the challenge it is found by, its encoded state.
+fn started<E: std::fmt::Display>(
+    client: &impl serde::Serialize,
+    challenge: u128,
+    state: Result<Vec<u8>, E>,
+    expiration: std::time::SystemTime,
+) -> Result<Started, WebauthnError> {
+    let config = |e: &dyn std::fmt::Display| WebauthnError::Config(e.to_string());
+    Ok(Started {
+        options: serde_json::to_value(client).map_err(|e| config(&e))?,
+        challenge: challenge_key(challenge),
+        state: B64.encode(state.map_err(|e| config(&e))?),
+        expires_at: expiry_ms(expiration),
+    })
+}
+
 fn expiry_ms(t: std::time::SystemTime) -> i64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -169,18 +185,12 @@ impl RelyingParty {
         let (server, client) = options
             .start_ceremony()
             .map_err(|e| WebauthnError::Config(e.to_string()))?;
-        let options =
-            serde_json::to_value(&client).map_err(|e| WebauthnError::Config(e.to_string()))?;
-        Ok(Started {
-            options,
-            challenge: challenge_key(server.sent_challenge().0),
-            state: B64.encode(
-                server
-                    .encode()
-                    .map_err(|e| WebauthnError::Config(e.to_string()))?,
-            ),
-            expires_at: expiry_ms(server.expiration()),
-        })
+        started(
+            &client,
+            server.sent_challenge().0,
+            server.encode(),
+            server.expiration(),
+        )
     }
 
     /// The challenge a registration answers (to find its ceremony).
@@ -224,18 +234,12 @@ impl RelyingParty {
         let (server, client) = DiscoverableCredentialRequestOptions::passkey(&self.rp_id)
             .start_ceremony()
             .map_err(|e| WebauthnError::Config(e.to_string()))?;
-        let options =
-            serde_json::to_value(&client).map_err(|e| WebauthnError::Config(e.to_string()))?;
-        Ok(Started {
-            options,
-            challenge: challenge_key(server.sent_challenge().0),
-            state: B64.encode(
-                server
-                    .encode()
-                    .map_err(|e| WebauthnError::Config(e.to_string()))?,
-            ),
-            expires_at: expiry_ms(server.expiration()),
-        })
+        started(
+            &client,
+            server.sent_challenge().0,
+            server.encode(),
+            server.expiration(),
+        )
     }
 
     /// Reads an assertion (`PublicKeyCredential.toJSON()`), unchecked.
